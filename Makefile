@@ -1,0 +1,27 @@
+# Two entry points: `make demo` and `make test`. Both set themselves up in .venv.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-gpu setup clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,triton]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/kernelvet practice --device auto
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not gpu"
+
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -q -m gpu
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

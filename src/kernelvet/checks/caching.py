@@ -1,0 +1,64 @@
+"""`caching`: answers must come from this call's inputs, not from memory of earlier ones.
+
+(a) After a fresh-input call, the same input storages are overwritten in place (same data_ptr)
+    with new random values: a cache keyed on pointers or shapes now returns yesterday's answer.
+(b) Outputs of timed calls are verified (first output of each input set against the reference,
+    every later rep bitwise against that first one), not only a separate correctness pass.
+(c) Inputs never seen before, timed one call each with L2 flushed, must not be much slower than
+    the seen ones: a memoised kernel is fast only on what it has seen."""
+
+from __future__ import annotations
+
+import statistics
+
+from .. import metrics
+from ..ids import CheckId
+from ..report import Finding, Status
+from ._common import not_reached
+
+UNSEEN_RATIO = 2.0
+UNSEEN_FLOOR_MS = {"cuda": 0.005, "cpu": 0.2}
+
+
+def evaluate(ev) -> Finding:
+    tol = metrics.tolerance(ev.dtype, ev.reference_error)
+    evidence = {"tolerance": tol}
+    for c in ev.records("overwrite"):
+        if ev.poisoned(c):
+            continue
+        err = metrics.rel_error(c.output, ev.refs64[c.values_of])
+        stale = metrics.rel_error(c.output, ev.refs64[c.set_id])
+        evidence.update({"overwrite_error": err, "error_vs_old_values": stale,
+                         "same_pointers": ev.overwrite_same_pointers})
+        if err > tol:
+            what = "the answer for the old values" if stale <= tol else "a wrong answer"
+            return Finding(CheckId.CACHING, Status.FAIL,
+                           f"after the inputs were overwritten in place (same pointers), the candidate returned "
+                           f"{what} (error {err:.3g} vs the new values, {stale:.3g} vs the old)", evidence)
+    for c in ev.records("timed", "unseen", "loop"):
+        if ev.poisoned(c):
+            continue
+        err = metrics.rel_error(c.output, ev.refs64[c.values_of])
+        if err > tol:
+            return Finding(CheckId.CACHING, Status.FAIL,
+                           f"an output produced in the {c.phase} calls is wrong (error {err:.3g}) although the "
+                           "correctness pass was right", {**evidence, "phase": c.phase, "error": err})
+    t = ev.timing or {}
+    if t.get("mismatches"):
+        return Finding(CheckId.CACHING, Status.FAIL,
+                       f"{t['mismatches']} timed reps returned other bits than the first rep on the same inputs",
+                       {**evidence, "mismatches": t["mismatches"], "reps": len(t.get("times_ms", []))})
+    seen, unseen = t.get("times_ms") or [], ev.unseen_ms
+    if seen and unseen:
+        s_med, u_med = statistics.median(seen), statistics.median(unseen)
+        q75 = statistics.quantiles(seen, n=4)[2] if len(seen) > 1 else s_med
+        floor = UNSEEN_FLOOR_MS[ev.device.type]
+        evidence.update({"seen_median_ms": s_med, "unseen_median_ms": u_med, "unseen_ms": unseen})
+        if u_med > UNSEEN_RATIO * s_med and u_med - s_med > floor and min(unseen) > q75:
+            return Finding(CheckId.CACHING, Status.FAIL,
+                           f"{u_med / s_med:.1f}x slower on inputs it has not seen ({u_med:.4g} ms) than on inputs "
+                           f"it has ({s_med:.4g} ms): it remembers answers", evidence)
+    if "overwrite_error" not in evidence and not seen:
+        return not_reached(CheckId.CACHING)
+    return Finding(CheckId.CACHING, Status.PASS, "fresh values in old storages, timed outputs and unseen inputs "
+                   "all answered from the inputs", evidence)

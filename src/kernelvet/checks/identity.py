@@ -1,0 +1,49 @@
+"""`identity`: the output must be the function of its inputs, not one of them, and not a constant.
+
+Over at least three independent random input sets: an output much closer to one of its inputs
+than the true answer is (a copy), or outputs of different inputs much closer to each other than
+the true answers are (ignores its input), is a reject. A reference that really equals an input
+(ReLU of positives, say) exempts itself: both distances are then zero."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from ..metrics import rel_distance
+from ..ids import CheckId
+from ..report import Finding, Status
+from ._common import not_reached
+
+RATIO = 0.1   # "much closer": a tenth of the reference's distance
+
+
+def evaluate(ev) -> Finding:
+    recs = [c for c in ev.records("fresh") if not ev.poisoned(c)]
+    if len({c.values_of for c in recs}) < 3:
+        return not_reached(CheckId.IDENTITY, "fewer than three independent input sets were checked")
+    for c in recs:
+        ref = ev.refs64[c.values_of]
+        for i, x in enumerate(ev.inputs[c.values_of]):
+            if not isinstance(x, torch.Tensor) or x.numel() != c.output.numel() or not x.is_floating_point():
+                continue
+            d_out, d_ref = rel_distance(c.output, x), rel_distance(ref, x)
+            if d_ref > 1e-12 and d_out <= RATIO * d_ref:
+                return Finding(CheckId.IDENTITY, Status.FAIL,
+                               f"output is a copy of input {i}: distance {d_out:.3g} to it, where the true "
+                               f"answer is {d_ref:.3g} away", {"input": i, "d_output_input": d_out,
+                                                                "d_reference_input": d_ref})
+    for a, b in itertools.combinations(recs, 2):
+        if a.values_of == b.values_of:
+            continue
+        d_out = rel_distance(a.output, b.output)
+        d_ref = rel_distance(ev.refs64[a.values_of], ev.refs64[b.values_of])
+        if d_ref > 1e-12 and d_out <= RATIO * d_ref:
+            return Finding(CheckId.IDENTITY, Status.FAIL,
+                           f"output ignores its input: two different input sets gave outputs {d_out:.3g} apart, "
+                           f"where the true answers are {d_ref:.3g} apart",
+                           {"d_outputs": d_out, "d_references": d_ref})
+    return Finding(CheckId.IDENTITY, Status.PASS,
+                   f"outputs of {len(recs)} independent input sets track their inputs, none is a copy of one",
+                   {"sets": len(recs)})

@@ -1,0 +1,38 @@
+"""`streams`: work the reported clock did not see.
+
+Two clocks per timed rep, the way the reported time is taken: events on the caller's stream,
+and then the host time of a device-wide synchronize (the drain). The drain of a rep with no call
+is calibrated away, so honest launch-bound kernels do not trip it. Work hidden on another stream
+shows as drain time: reject when it exceeds half the event time (the spec's 1.5x) and the noise
+floor. A side stream the caller's stream waits on is inside the events and passes."""
+
+from __future__ import annotations
+
+import statistics
+
+from ..ids import CheckId
+from ..report import Finding, Status
+from ._common import not_reached
+
+RATIO = 0.5
+FLOOR_MS = 0.008   # medians of the no-call drain vary by a few microseconds (9.5-13.6 us on an H200)
+
+
+def evaluate(ev) -> Finding:
+    if ev.device.type != "cuda":
+        return Finding(CheckId.STREAMS, Status.SKIP, "no streams on the CPU: host timing waits for all work")
+    t = ev.timing or {}
+    if not t.get("drain_ms") or not t.get("null_drain_ms"):
+        return not_reached(CheckId.STREAMS)
+    events = statistics.median(t["times_ms"])
+    drain = statistics.median(t["drain_ms"])
+    base = statistics.median(t["null_drain_ms"])
+    hidden = drain - base
+    evidence = {"events_median_ms": events, "drain_median_ms": drain, "drain_baseline_ms": base,
+                "hidden_ms": hidden, "ratio": (events + max(hidden, 0)) / events if events > 0 else None}
+    if hidden > RATIO * events and hidden > FLOOR_MS:
+        return Finding(CheckId.STREAMS, Status.FAIL,
+                       f"{hidden:.4g} ms of device work per call outlived the caller's stream events "
+                       f"({events:.4g} ms): work hidden on another stream", evidence)
+    return Finding(CheckId.STREAMS, Status.PASS,
+                   f"device-wide drain adds {max(hidden, 0):.3g} ms to {events:.4g} ms of stream time", evidence)

@@ -1,0 +1,118 @@
+"""`kernelvet check | practice | show`. One dispatch table; formatting lives in render.py.
+
+Exit codes: 0 pass, 1 reject, 2 bad usage or bad problem/candidate file, 3 harness error.
+A user mistake prints one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import HarnessError, UsageError
+
+EXIT_USAGE, EXIT_HARNESS = 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: one line, exit 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(x) for x in text.replace("x", ",").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise argparse.ArgumentTypeError(f"dimensions must be positive, got {text!r}")
+    return dims
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kernelvet", description="Tell a GPU kernel from a prop.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("check", help="vet one candidate against a problem")
+    c.add_argument("candidate", help="candidate file (KernelBench: defines ModelNew)")
+    c.add_argument("--ref", required=True, help="KernelBench problem file, or a built-in: matmul, softmax")
+    c.add_argument("--shape", type=_shape, help="built-in problems: M,N,K (matmul) or ROWS,COLS (softmax)")
+    c.add_argument("--dtype", help="built-in problems: float32 (default), float16, bfloat16")
+    c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    c.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    c.add_argument("--seed", type=int, help="fixed seed (default: a fresh secret one per run)")
+    c.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole candidate (default 300)")
+    c.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
+                   help="waive a check (recorded in the report); repeatable")
+    c.add_argument("--verbose", action="store_true", help="print the phase breakdown and candidate output")
+
+    s = sub.add_parser("show", help="render a JSON report")
+    s.add_argument("report")
+
+    pr = sub.add_parser("practice", help="run the practice cheats against a naive bench and kernelvet")
+    pr.add_argument("patterns", nargs="*")
+    pr.add_argument("--device", default="auto")
+    pr.add_argument("--json", metavar="PATH")
+    return p
+
+
+def _cmd_check(args) -> int:
+    from . import render
+    from .judge import vet
+    from .problem import load_problem
+    prob = load_problem(args.ref, args.shape, args.dtype)
+    report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
+                 allow=args.allow)
+    if args.json:
+        _write(args.json, report.dumps())
+    render.report(report, verbose=args.verbose)
+    return report.verdict.exit_code
+
+
+def _cmd_show(args) -> int:
+    from . import render
+    try:
+        with open(args.report) as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise UsageError(f"{args.report}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{args.report}:{exc.lineno}: not a JSON report: {exc.msg}") from None
+    render.report_json(data)
+    return {"pass": 0, "reject": 1}.get(data.get("verdict"), 3)
+
+
+def _cmd_practice(args) -> int:
+    from .practice import runner
+    return runner.main(args.patterns, device=args.device, json_path=args.json)
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w") as fh:
+            fh.write(text + "\n")
+    except OSError as exc:
+        raise UsageError(f"--json {path}: cannot write: {exc.strerror}") from None
+
+
+COMMANDS = {"check": _cmd_check, "show": _cmd_show, "practice": _cmd_practice}
+
+
+def main(argv=None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"kernelvet: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except HarnessError as exc:
+        print(f"kernelvet: harness error: {exc}", file=sys.stderr)
+        return EXIT_HARNESS
+    except KeyboardInterrupt:
+        print("kernelvet: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Device facts: which device, its peak rates, its L2 size. CPU and CUDA.
+
+Peaks are dense vendor datasheet figures (FLOP/s, bytes/s): used as physical ceilings (an implied
+rate above the fastest format the part has is math that did not happen) and for `pct_of_peak`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+from .errors import UsageError
+
+T = 1e12
+
+
+@dataclasses.dataclass(frozen=True)
+class Peaks:
+    fp32: float
+    tf32: float
+    fp16: float
+    bf16: float
+    fp8: float | None
+    bandwidth: float      # bytes/s, device memory
+    l2_bytes: int
+
+    @property
+    def fastest(self) -> float:
+        return max(x for x in (self.fp32, self.tf32, self.fp16, self.bf16, self.fp8) if x)
+
+    def for_dtype(self, dtype: torch.dtype) -> float:
+        return {torch.float16: self.fp16, torch.bfloat16: self.bf16}.get(dtype, self.fp32)
+
+
+# Substring of the device name -> peaks. Order matters: the first match wins.
+_TABLE: tuple[tuple[str, Peaks], ...] = (
+    ("H200", Peaks(67 * T, 495 * T, 989 * T, 989 * T, 1979 * T, 4.8e12, 60 << 20)),
+    ("H100 PCIe", Peaks(51 * T, 378 * T, 756 * T, 756 * T, 1513 * T, 2.0e12, 50 << 20)),
+    ("H100", Peaks(67 * T, 495 * T, 989 * T, 989 * T, 1979 * T, 3.35e12, 50 << 20)),
+    ("H20", Peaks(44 * T, 74 * T, 148 * T, 148 * T, 296 * T, 4.0e12, 60 << 20)),
+    ("GH200", Peaks(67 * T, 495 * T, 989 * T, 989 * T, 1979 * T, 4.0e12, 60 << 20)),
+    ("B200", Peaks(80 * T, 1100 * T, 2250 * T, 2250 * T, 4500 * T, 8.0e12, 126 << 20)),
+    ("A100", Peaks(19.5 * T, 156 * T, 312 * T, 312 * T, None, 2.0e12, 40 << 20)),
+    ("A10G", Peaks(31.2 * T, 62.5 * T, 125 * T, 125 * T, None, 0.6e12, 6 << 20)),
+    ("L40S", Peaks(91.6 * T, 183 * T, 362 * T, 362 * T, 733 * T, 0.864e12, 96 << 20)),
+    ("L4", Peaks(30.3 * T, 60 * T, 121 * T, 121 * T, 242 * T, 0.3e12, 48 << 20)),
+    ("RTX 6000 Ada", Peaks(91.1 * T, 182 * T, 364 * T, 364 * T, 728 * T, 0.96e12, 96 << 20)),
+    ("RTX 4090", Peaks(82.6 * T, 82.6 * T, 165 * T, 165 * T, 330 * T, 1.0e12, 72 << 20)),
+    ("RTX 3090", Peaks(35.6 * T, 35.6 * T, 71 * T, 71 * T, None, 0.936e12, 6 << 20)),
+    ("V100", Peaks(15.7 * T, 15.7 * T, 125 * T, 125 * T, None, 0.9e12, 6 << 20)),
+    ("T4", Peaks(8.1 * T, 8.1 * T, 65 * T, 65 * T, None, 0.32e12, 4 << 20)),
+    ("MI300X", Peaks(163 * T, 654 * T, 1307 * T, 1307 * T, 2615 * T, 5.3e12, 256 << 20)),
+    ("MI250", Peaks(47.9 * T, 47.9 * T, 383 * T, 383 * T, None, 3.2e12, 16 << 20)),
+)
+
+
+def resolve(device: str) -> torch.device:
+    """`auto` | `cpu` | `cuda` | `cuda:N` to a torch.device, or a UsageError saying why not."""
+    if device == "auto":
+        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise UsageError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise UsageError(f"--device {device!r}: only cpu and cuda devices are supported")
+    if not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA device is available here (use --device cpu)")
+    index = 0 if dev.index is None else dev.index
+    if index >= torch.cuda.device_count():
+        raise UsageError(f"--device {device}: there are only {torch.cuda.device_count()} CUDA devices")
+    return torch.device("cuda", index)
+
+
+def describe(dev: torch.device) -> dict:
+    if dev.type == "cuda":
+        p = torch.cuda.get_device_properties(dev)
+        return {"type": "cuda", "index": dev.index, "name": p.name,
+                "capability": f"{p.major}.{p.minor}", "memory_bytes": p.total_memory,
+                "multiprocessors": p.multi_processor_count,
+                "l2_bytes": getattr(p, "L2_cache_size", None)}
+    return {"type": "cpu", "name": _cpu_name(), "cores": os.cpu_count()}
+
+
+def peaks(info: dict) -> Peaks | None:
+    if info.get("type") == "cpu":
+        # A generous host bound: every core issuing two 512-bit FMAs per cycle at 4 GHz.
+        cores = info.get("cores") or 1
+        flops = cores * 4e9 * 2 * 16 * 2
+        return Peaks(flops, flops, flops, flops, None, 400e9, 64 << 20)
+    name = info.get("name", "")
+    for key, pk in _TABLE:
+        if key in name:
+            l2 = info.get("l2_bytes") or pk.l2_bytes
+            return dataclasses.replace(pk, l2_bytes=l2)
+    return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"

@@ -1,0 +1,15 @@
+"""The two ways kernelvet itself can fail, as opposed to a candidate failing a check.
+
+A candidate that misbehaves is never an exception: it is a `reject` verdict with findings.
+"""
+
+
+class UsageError(Exception):
+    """The user gave us something we cannot work with (bad flag, missing file, malformed problem).
+
+    The CLI prints the message on one line and exits with code 2; never a traceback.
+    """
+
+
+class HarnessError(Exception):
+    """kernelvet or the problem itself failed (not the candidate). Exit code 3, verdict `error`."""

@@ -1,0 +1,60 @@
+"""Everything the judge observed about one candidate, as data the checks decide on.
+
+The judge fills it; each check in `checks/` reads it and returns one Finding. Outputs here are
+plain CPU tensors the judge rebuilt from bytes: no candidate object ever reaches a check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from .devices import Peaks
+from .ids import CheckId
+
+
+@dataclasses.dataclass
+class CallRecord:
+    phase: str                    # warmup | fresh | determinism | overwrite | timed | unseen | loop
+    set_id: int                   # which worker-side input set was passed
+    values_of: int                # which drawn values that set held (its reference key)
+    meta: dict                    # the worker's observations (untrusted, already schema-checked)
+    output: torch.Tensor | None   # rebuilt from bytes
+
+
+@dataclasses.dataclass
+class Evidence:
+    device: torch.device
+    device_info: dict
+    peaks: Peaks | None
+    dtype: torch.dtype                      # the output dtype the problem declares (the reference's)
+    shape: tuple[int, ...]
+    flops: float | None
+    bytes_moved: float | None
+    inputs: dict[int, list]                 # drawn values, by key
+    refs64: dict[int, torch.Tensor]         # float64 reference outputs, by key (CPU)
+    reference_error: float | None           # the reference implementation's own error vs float64
+    poison_words: tuple[int, ...]
+    enabled: frozenset[CheckId]             # checks whose mechanisms ran (all but the waived ones)
+    calls: list[CallRecord] = dataclasses.field(default_factory=list)
+    integrity: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
+    timing: dict | None = None              # the worker's `timed` body for the seen sets
+    unseen_ms: list[float] = dataclasses.field(default_factory=list)
+    loop: dict | None = None                # n, judge seconds for the candidate and the null call
+    aten_ops: frozenset[str] | None = None
+    forbidden: frozenset[str] = frozenset()
+    source_hits: list = dataclasses.field(default_factory=list)
+    overwrite_same_pointers: bool | None = None
+    worker_end: str | None = None           # how the worker ended, when it did not end normally
+    candidate_error: dict | None = None     # phase, error, traceback when candidate code raised
+    reached: set[str] = dataclasses.field(default_factory=set)   # phases the run got through
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def records(self, *phases: str) -> list[CallRecord]:
+        return [c for c in self.calls if c.phase in phases and c.output is not None]
+
+    def poisoned(self, rec: CallRecord) -> int:
+        from .metrics import poison_count
+        return poison_count(rec.output, self.poison_words) if CheckId.UNWRITTEN_OUTPUT in self.enabled else 0

@@ -1,0 +1,369 @@
+"""The judge: owns the secret seed, the inputs, the float64 reference and the verdict.
+
+It never imports candidate code. It drives a worker through a fixed plan of requests, keeps
+what comes back as evidence, and lets the checks decide. The plan, in order:
+
+  load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache (determinism)
+  -> fresh sets B, C -> A overwritten in place (caching) -> timing on A, B, C (rotating, L2
+  flushed, outputs verified) -> unseen sets timed once each (caching) -> N back-to-back calls
+  bracketed by the judge's own clock, and the same N of a null call (timers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+import time
+
+import torch
+
+from . import checks, codec, devices, metrics, spawn
+from .checks.source_scan import forbidden_for_aten_ops, scan_source
+from .errors import HarnessError, UsageError
+from .evidence import CallRecord, Evidence
+from .formats import kernelbench
+from .ids import ALL_CHECKS, UNWAIVABLE, CheckId, parse_check_id
+from .problem import Problem, load_problem, reference64
+from .report import Report, Status, Timing, Verdict
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    fresh_sets: int = 3           # independent random inputs checked for correctness (at least 3)
+    unseen_sets: int = 5          # inputs the candidate has never seen, timed once each
+    budget_ms: float = 100.0      # timing budget for the seen sets (as do_bench's `rep`)
+    min_reps: int = 10
+    max_reps: int = 1000
+    warmup_calls: int = 3
+    null_reps: int = 20           # drain-clock baseline reps (CUDA)
+    loop_ms: float = 60.0         # how long the judge-clocked loop should run
+    settle_s: float = 0.05        # wait before re-reading an output (work finishing after return)
+    flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2
+
+
+_WARMUP, _OVERWRITE = 0, 1000
+
+
+def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
+        timeout: float = 300.0, allow=(), settings: Settings | None = None,
+        launcher: spawn.Launcher | None = None) -> Report:
+    """Vet one candidate file against a problem; return the report (raises only UsageError/HarnessError)."""
+    settings = settings or Settings()
+    if settings.fresh_sets < 3:
+        raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
+    t_start = time.monotonic()
+    phases: dict[str, float] = {}
+    prob = problem if isinstance(problem, Problem) else load_problem(problem)
+    dev = devices.resolve(device)
+    waived = _parse_allow(allow)
+    source = kernelbench.read_source(candidate, "candidate")
+    entry = kernelbench.candidate_entry(candidate, source)
+    if timeout <= 0:
+        raise UsageError("--timeout must be positive")
+
+    secret = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+    rng = random.Random(secret)
+    weight_seed = rng.getrandbits(63)
+    fresh = list(range(1, 1 + settings.fresh_sets))
+    unseen = list(range(100, 100 + settings.unseen_sets))
+    keys = [_WARMUP, *fresh, _OVERWRITE, *unseen]
+    key_seeds = {k: rng.getrandbits(63) for k in keys}
+
+    init = prob.init_inputs()
+    model = prob.build_model(init, weight_seed)
+    values = {k: prob.draw_inputs(key_seeds[k]) for k in keys}
+    _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]])
+    ref_device = dev
+    try:
+        refs64 = {k: reference64(model, values[k], ref_device).cpu() for k in keys}
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
+    flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
+    bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]], refs64[fresh[0]])
+    phases["problem"] = time.monotonic() - t_start
+
+    info = devices.describe(dev)
+    pk = devices.peaks(info)
+    launcher = launcher or spawn.shared_launcher()
+    flush_bytes = int(settings.flush_factor * (pk.l2_bytes if pk else 64 << 20)) if dev.type == "cuda" else 0
+
+    t0 = time.monotonic()
+    ref_run = _run_reference(launcher, prob, dev, init, weight_seed, values, fresh, refs64, settings, flush_bytes,
+                             deadline=time.monotonic() + max(timeout, 120.0))
+    phases["reference"] = time.monotonic() - t0
+    out_dtype = ref_run["dtype"]
+
+    poison_rand = rng.getrandbits(64)
+    malloc_byte = rng.choice([0x80, 0x01, 0x81, 0x02])
+    width = torch.tensor([], dtype=out_dtype).element_size()
+    nan_word = metrics.nan_poison_word(out_dtype, poison_rand)
+    poison = {"word": nan_word, "width": width, "malloc_byte": malloc_byte}
+    poison_words = (nan_word, metrics.repeated_byte_word(~malloc_byte & 0xFF, width))
+
+    ev = Evidence(
+        device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
+        flops=flops, bytes_moved=bytes_moved, inputs=values, refs64=refs64,
+        reference_error=ref_run["error"], poison_words=poison_words,
+        enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
+    )
+    ev.forbidden = prob.forbidden or frozenset(_heavy(ref_run["aten_ops"]))
+    ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
+    try:
+        ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden), filename=candidate)
+    except SyntaxError:
+        ev.source_hits = []
+
+    t0 = time.monotonic()
+    output = _run_candidate(ev, launcher, candidate, entry, init, weight_seed, values, fresh, unseen, settings,
+                            poison, flush_bytes, deadline=time.monotonic() + timeout, phases=phases)
+    phases["candidate"] = time.monotonic() - t0
+
+    findings = tuple(checks.evaluate_all(ev, waived))
+    failed = [f for f in findings if f.status is Status.FAIL]
+    verdict = Verdict.REJECT if failed else Verdict.PASS
+    timing = None
+    if ev.timing and ev.timing.get("times_ms"):
+        timing = Timing(
+            method="cuda-events-per-rep, L2 flushed" if dev.type == "cuda" else "host perf_counter per rep",
+            raw_ms=tuple(ev.timing["times_ms"]), reference_raw_ms=tuple(ref_run["times_ms"]),
+            flops=flops, bytes_moved=bytes_moved,
+            peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None)
+    phases["total"] = time.monotonic() - t_start
+    return Report(
+        verdict=verdict, findings=findings, timing=timing, problem=prob.to_json(),
+        candidate=os.path.abspath(candidate), candidate_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        device=info, seed=secret, versions=_versions(), waived=tuple(sorted(waived, key=str)),
+        candidate_output=output, phases_s=phases)
+
+
+def _parse_allow(allow) -> frozenset[CheckId]:
+    out = set()
+    for item in allow:
+        try:
+            cid = item if isinstance(item, CheckId) else parse_check_id(str(item))
+        except ValueError as exc:
+            raise UsageError(f"--allow: {exc}") from None
+        if cid in UNWAIVABLE:
+            raise UsageError(f"--allow {cid}: this check cannot be waived")
+        out.add(cid)
+    return frozenset(out)
+
+
+def _check_inputs_vary(prob: Problem, a: list, b: list) -> None:
+    ta = [x for x in a if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    tb = [x for x in b if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    if ta and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb)):
+        raise UsageError(f"{prob.path or prob.name}: get_inputs() returned the same values under two different "
+                         "seeds; inputs must be drawn from torch's random generator")
+
+
+def _encode_set(vals: list) -> tuple[list, list]:
+    layout, blobs = [], []
+    for v in vals:
+        if isinstance(v, torch.Tensor):
+            layout.append({"t": len(blobs)})
+            blobs.append(codec.to_blob(v))
+        else:
+            layout.append({"v": v})
+    return layout, blobs
+
+
+def _decode_output(msg) -> torch.Tensor | None:
+    return codec.from_blob(msg.tensors[0]) if msg.tensors else None
+
+
+def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, flush_bytes):
+    layout, blobs = _encode_set(init)
+    body = {"target": target, "device": str(dev), "weight_seed": weight_seed, "init": layout,
+            "poison": poison, "paint": paint, "settle_s": settings.settle_s, "out_nbytes": out_nbytes,
+            "flush_bytes": flush_bytes}
+    return body, blobs
+
+
+def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None) -> dict:
+    return {"sets": sets, "reps": reps or settings.max_reps, "min_reps": min(reps or settings.min_reps,
+                                                                          settings.min_reps),
+            "budget_ms": settings.budget_ms if budget_ms is None else budget_ms,
+            "warmup": settings.warmup_calls if warmup is None else warmup,
+            "null_reps": settings.null_reps if null_reps is None else null_reps}
+
+
+def _run_reference(launcher, prob, dev, init, weight_seed, values, fresh, refs64, settings, flush_bytes, deadline):
+    """The reference implementation in its own worker: output dtype, its own error, its timing, its ops."""
+    w = spawn.WorkerHandle(launcher, deadline)
+    try:
+        w.hello()
+        ref_bytes = refs64[fresh[0]].numel() * 8
+        poison = {"word": 0, "width": 1, "malloc_byte": 0}
+        body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init, poison, False,
+                                 settings, ref_bytes, flush_bytes)
+        w.request("load", body, blobs)
+        for k in fresh:
+            layout, blobs = _encode_set(values[k])
+            w.request("inputs", {"set": k, "layout": layout}, blobs)
+        out = _decode_output(w.request("call", {"set": fresh[0], "trace": True}))
+        traced = w.request("call", {"set": fresh[1], "trace": True})
+        timed = w.request("time", _time_body(fresh, settings, null_reps=0))
+    except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
+        raise HarnessError(f"the reference implementation failed in its worker: {exc}") from None
+    finally:
+        text = w.output()
+        w.close()
+        w.cleanup()
+    if out is None:
+        raise HarnessError(f"the reference Model returned a {traced.body.get('type')}, not a tensor")
+    errors = [metrics.rel_error(out, refs64[fresh[0]]), metrics.rel_error(_decode_output(traced), refs64[fresh[1]])]
+    if out.dtype.is_floating_point and max(errors) > 10 * metrics.TOLERANCE.get(out.dtype, 1.0):
+        raise HarnessError(f"the reference implementation itself misses its float64 result by {max(errors):.3g} "
+                           f"(relative); the problem is ill-conditioned or nondeterministic. {text[-500:]}")
+    ops = set(traced.body.get("aten_ops", []))
+    return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops}
+
+
+def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, values, fresh, unseen,
+                   settings: Settings, poison, flush_bytes, deadline, phases) -> str:
+    on = ev.enabled
+    out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
+    max_blob = max(1 << 20, 64 * out_nbytes)
+    w = spawn.WorkerHandle(launcher, deadline)
+    set_values = {k: k for k in [_WARMUP, *fresh, *unseen]}
+
+    def record(phase, set_id, msg):
+        ev.integrity.append((phase, msg.body.get("integrity", {})))
+        return msg
+
+    def call(phase, set_id, **flags):
+        msg = record(phase, set_id, w.request("call", {"set": set_id, **flags}, max_blob_bytes=max_blob))
+        ev.calls.append(CallRecord(phase, set_id, set_values[set_id], msg.body, _decode_output(msg)))
+
+    try:
+        t0 = time.monotonic()
+        w.hello()
+        body, blobs = _load_body({"kind": "candidate", "path": os.path.abspath(candidate), "entry": entry},
+                                 ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in on, settings,
+                                 out_nbytes, flush_bytes)
+        record("import", None, w.request("load", body, blobs))
+        phases["import"] = time.monotonic() - t0
+        ev.reached.add("load")
+        for k in [_WARMUP, *fresh, *unseen]:
+            layout, blobs = _encode_set(values[k])
+            w.request("inputs", {"set": k, "layout": layout}, blobs)
+
+        t0 = time.monotonic()
+        call("warmup", _WARMUP, trace=CheckId.LIBRARY_CALL in on)
+        ev.reached.add("warmup")
+        a = fresh[0]
+        call("fresh", a, deep_paint=True)
+        if CheckId.DETERMINISM in on:
+            w.request("release", {"empty_cache": True})
+            call("determinism", a, deep_paint=True)
+        for k in fresh[1:]:
+            call("fresh", k, deep_paint=True)
+        ev.reached.add("fresh")
+        if CheckId.CACHING in on:
+            layout, blobs = _encode_set(values[_OVERWRITE])
+            msg = w.request("overwrite", {"set": a}, blobs)
+            ev.overwrite_same_pointers = bool(msg.body.get("same_pointers"))
+            set_values[a] = _OVERWRITE
+            call("overwrite", a, deep_paint=True)
+            ev.reached.add("overwrite")
+        phases["checks"] = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        msg = record("timing", None, w.request("time", _time_body(fresh, settings), max_blob_bytes=max_blob))
+        ev.timing = msg.body
+        for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
+            ev.calls.append(CallRecord("timed", int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob)))
+        ev.reached.add("timing")
+        phases["timing"] = time.monotonic() - t0
+
+        if CheckId.CACHING in on:
+            for u in unseen:
+                msg = record("unseen", u, w.request("time", _time_body([u], settings, reps=1, warmup=0, budget_ms=0,
+                                                                        null_reps=0), max_blob_bytes=max_blob))
+                ev.unseen_ms += msg.body.get("times_ms", [])
+                for blob in msg.tensors:
+                    ev.calls.append(CallRecord("unseen", u, u, {}, codec.from_blob(blob)))
+            ev.reached.add("unseen")
+
+        if CheckId.TIMERS in on and ev.timing.get("times_ms"):
+            ev.loop = _judge_clocked_loop(w, ev, fresh[1], settings, max_blob, record)
+            ev.reached.add("loop")
+        record("end", None, w.request("integrity"))
+        ev.reached.add("end")
+    except spawn.CandidateRaised as exc:
+        ev.candidate_error = {"phase": exc.phase, "error": exc.error, "traceback": exc.tb}
+    except spawn.WorkerEnded as exc:
+        ev.worker_end = exc.reason
+    finally:
+        text = w.output()
+        w.close()
+        w.cleanup()
+    return text
+
+
+def _judge_clocked_loop(w, ev: Evidence, set_id, settings: Settings, max_blob, record) -> dict:
+    """N back-to-back calls that end in a device-wide sync, timed by the judge's clock (which the
+    candidate cannot reach), and the same N calls of a null function to price the fixed cost."""
+    median = sorted(ev.timing["times_ms"])[len(ev.timing["times_ms"]) // 2]
+    n = int(min(2000, max(5, settings.loop_ms / max(median, 1e-3))))
+    t0 = time.perf_counter()
+    msg = record("loop", set_id, w.request("loop", {"set": set_id, "n": n}, max_blob_bytes=max_blob))
+    t_cand = time.perf_counter() - t0
+    if msg.tensors:
+        ev.calls.append(CallRecord("loop", set_id, set_id, {}, codec.from_blob(msg.tensors[0])))
+    t0 = time.perf_counter()
+    w.request("loop", {"set": set_id, "n": n, "null": True})
+    t_null = time.perf_counter() - t0
+    return {"n": n, "judge_s": t_cand, "null_s": t_null}
+
+
+# Ops whose presence in the reference marks what the candidate was asked to write itself.
+_HEAVY = {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "linear", "dot", "mv", "addmv", "einsum",
+          "tensordot", "_softmax", "softmax", "_log_softmax", "log_softmax", "convolution", "_convolution",
+          "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose2d", "native_layer_norm",
+          "layer_norm", "native_group_norm", "native_batch_norm", "_scaled_dot_product_flash_attention",
+          "_scaled_dot_product_efficient_attention", "scaled_dot_product_attention", "_scaled_mm",
+          "cudnn_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"}
+
+
+def _heavy(ops) -> set[str]:
+    names = {op.split("::", 1)[-1].split(".", 1)[0] for op in ops}
+    return {f"aten::{n}" for n in names if n in _HEAVY}
+
+
+def _count_flops(model, inputs) -> float | None:
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+        import copy
+        m64 = copy.deepcopy(model).double()
+        with FlopCounterMode(display=False) as fc, torch.no_grad():
+            m64(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs])
+        total = fc.get_total_flops()
+        return float(total) if total else None
+    except Exception:  # noqa: BLE001 - FLOP counting is best effort
+        return None
+
+
+def _min_bytes(inputs, ref) -> float:
+    n = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    itemsize = next((x.element_size() for x in inputs if isinstance(x, torch.Tensor)), 4)
+    return float(n + ref.numel() * itemsize)
+
+
+def _versions() -> dict:
+    import platform
+    from . import __version__
+    out = {"kernelvet": __version__, "torch": torch.__version__, "python": platform.python_version()}
+    try:
+        import triton
+        out["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    if torch.version.cuda:
+        out["cuda"] = torch.version.cuda
+    return out

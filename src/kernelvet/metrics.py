@@ -1,0 +1,110 @@
+"""Numbers the checks are decided on. Pure functions of tensors the judge owns (never candidate objects)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+# Relative Frobenius error allowed per declared output dtype. float32 sits between honest float32
+# (1e-7 at 256^3, 1.2e-6 at 4096^3, measured on an H200) and the thinnest cheat (float16 operands:
+# 3.6e-4, TF32 7.7e-4, bfloat16 2.9e-3): a factor 7 below the cheats, 40 above honest work.
+TOLERANCE = {torch.float64: 1e-12, torch.float32: 5e-5, torch.float16: 1.5e-3, torch.bfloat16: 1e-2}
+# A candidate may be a few times less accurate than the reference implementation itself.
+REFERENCE_SLACK = 8.0
+
+_INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def tolerance(dtype: torch.dtype, reference_error: float | None) -> float:
+    base = TOLERANCE.get(dtype, 0.0)
+    if reference_error is not None and math.isfinite(reference_error):
+        base = max(base, REFERENCE_SLACK * reference_error)
+    return base
+
+
+def rel_error(out: torch.Tensor, ref64: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64 (inf when out has non-finite values where ref is finite)."""
+    o = out.to(torch.float64)
+    if not torch.isfinite(o).all() and torch.isfinite(ref64).all():
+        return math.inf
+    denom = torch.linalg.vector_norm(ref64).item()
+    num = torch.linalg.vector_norm(o - ref64).item()
+    if denom == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / denom
+
+
+def ulp_stats(out: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> dict:
+    """Per-element error in units of the declared dtype's epsilon, relative to |ref|."""
+    if not dtype.is_floating_point:
+        return {}
+    eps = torch.finfo(dtype).eps
+    o = out.to(torch.float64)
+    ref = ref64.to(torch.float64)
+    floor = max(ref.abs().mean().item() * 1e-3, torch.finfo(dtype).tiny)
+    ulps = ((o - ref).abs() / (eps * ref.abs().clamp_min(floor))).flatten()
+    ulps = ulps[torch.isfinite(ulps)]
+    if ulps.numel() == 0:
+        return {"ulp_median": math.inf, "ulp_p99": math.inf}
+    if ulps.numel() > 1_000_000:  # quantile has a size limit; a strided sample is plenty
+        ulps = ulps[:: ulps.numel() // 1_000_000 + 1]
+    q = torch.quantile(ulps, torch.tensor([0.5, 0.99], dtype=torch.float64))
+    return {"ulp_median": q[0].item(), "ulp_p99": q[1].item()}
+
+
+def rel_distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """||a - b|| / ||b||, both read as float64; inf when shapes cannot be compared."""
+    if a.numel() != b.numel():
+        return math.inf
+    a64, b64 = a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64)
+    denom = torch.linalg.vector_norm(b64).item()
+    diff = torch.nan_to_num(a64 - b64, nan=math.inf)
+    num = torch.linalg.vector_norm(diff).item()
+    return num / denom if denom else (0.0 if num == 0 else math.inf)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    if a.dtype == torch.bool:
+        return bool(torch.equal(a, b))
+    w = _INT_OF_WIDTH[a.element_size()]
+    return bool(torch.equal(a.contiguous().view(w), b.contiguous().view(w)))
+
+
+def poison_count(out: torch.Tensor, words: tuple[int, ...]) -> int:
+    """Elements whose bit pattern is one of the poison words painted before the call."""
+    if out.numel() == 0 or out.dtype == torch.bool:
+        return 0
+    bits = out.contiguous().view(_INT_OF_WIDTH[out.element_size()])
+    hit = torch.zeros(bits.shape, dtype=torch.bool)
+    for w in words:
+        hit |= bits == w
+    return int(hit.sum().item())
+
+
+def to_signed(word: int, width: int) -> int:
+    bits = 8 * width
+    word &= (1 << bits) - 1
+    return word - (1 << bits) if word >= 1 << (bits - 1) else word
+
+
+def nan_poison_word(dtype: torch.dtype, rand: int) -> int:
+    """A quiet NaN of `dtype` with a secret payload (never produced by arithmetic on our inputs)."""
+    if dtype == torch.float32:
+        return to_signed(0x7FC00000 | (rand % 0x3FFFFF + 1), 4)
+    if dtype == torch.float64:
+        return to_signed(0x7FF8000000000000 | (rand % 0x7FFFFFFFFFFFF + 1), 8)
+    if dtype == torch.float16:
+        return to_signed(0x7E00 | (rand % 0x1FF + 1), 2)
+    if dtype == torch.bfloat16:
+        return to_signed(0x7FC0 | (rand % 0x3F + 1), 2)
+    width = torch.tensor([], dtype=dtype).element_size()
+    return to_signed(rand, width)
+
+
+def repeated_byte_word(byte: int, width: int) -> int:
+    return to_signed(int.from_bytes(bytes([byte & 0xFF]) * width, "little"), width)

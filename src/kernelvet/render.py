@@ -1,0 +1,51 @@
+"""Terminal rendering of reports (rich). Pure formatting: reads report data, decides nothing."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "waived": "yellow", "error": "magenta"}
+_VERDICT = {"pass": "bold green", "reject": "bold red", "error": "bold magenta"}
+
+
+def report(rep, verbose: bool = False, console: Console | None = None) -> None:
+    report_json(rep.to_json(), verbose=verbose, console=console)
+
+
+def report_json(data: dict, verbose: bool = False, console: Console | None = None) -> None:
+    con = console or Console()
+    verdict = data.get("verdict", "?")
+    prob = data.get("problem", {})
+    dev = data.get("device", {})
+    con.print(f"[{_VERDICT.get(verdict, 'bold')}]{verdict.upper()}[/]  {data.get('candidate', '')}  "
+              f"on {prob.get('name', '?')}  ({dev.get('name', dev.get('type', '?'))})")
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("finding", overflow="fold")
+    for f in data.get("findings", []):
+        st = f.get("status", "?")
+        table.add_row(f.get("check", "?"), f"[{_STYLE.get(st, '')}]{st}[/]", f.get("summary", ""))
+    con.print(table)
+    t = data.get("timing")
+    if t and t.get("median_ms") is not None:
+        parts = [f"median {t['median_ms']:.4g} ms", f"IQR {t['iqr_ms']:.3g} ms", f"{t['reps']} reps"]
+        if t.get("reference_median_ms"):
+            parts.append(f"reference {t['reference_median_ms']:.4g} ms")
+        if t.get("speedup"):
+            parts.append(f"speedup {t['speedup']:.2f}x")
+        if t.get("tflops"):
+            parts.append(f"{t['tflops']:.3g} TFLOP/s")
+        if t.get("pct_of_peak"):
+            parts.append(f"{t['pct_of_peak']:.1f}% of peak")
+        con.print("timing: " + ", ".join(parts) + f"  [dim]({t.get('method')})[/]")
+    con.print(f"[dim]seed {data.get('seed')}  sha256 {str(data.get('candidate_sha256', ''))[:16]}[/]")
+    if verbose:
+        phases = data.get("phases_s", {})
+        if phases:
+            con.print("phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()))
+        out = data.get("candidate_output")
+        if out:
+            con.print("[dim]candidate output:[/]")
+            con.print(out, markup=False, highlight=False)

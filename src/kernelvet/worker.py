@@ -1,0 +1,496 @@
+"""The worker: the only process that imports candidate code.
+
+It is forked by the launcher (never by the judge), serves the judge's requests over one socket,
+and reports observations as data. It decides nothing: every verdict is the judge's. Everything
+the worker uses to observe the candidate (clocks, syncs, tensor methods) is bound in `_Bound`
+before the candidate is imported, so later monkeypatching neither fools the worker nor goes
+unnoticed (`integrity()` compares the bindings).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib.util
+import math
+import os
+import socket
+import sys
+import threading
+import time
+import timeit
+import traceback
+
+import torch
+
+from . import codec, protocol
+from .problem import load_reference_module
+
+# Requests the judge may send, and the body fields each may carry.
+REQUESTS = {
+    "load": frozenset({"target", "device", "weight_seed", "init", "poison", "paint", "settle_s",
+                       "out_nbytes", "flush_bytes"}),
+    "inputs": frozenset({"set", "layout"}),
+    "overwrite": frozenset({"set"}),
+    "call": frozenset({"set", "trace", "deep_paint"}),
+    "time": frozenset({"sets", "reps", "min_reps", "budget_ms", "warmup", "null_reps"}),
+    "loop": frozenset({"set", "n", "null"}),
+    "release": frozenset({"empty_cache"}),
+    "integrity": frozenset(),
+    "bye": frozenset(),
+}
+
+_DUMPED_OPS = ("aten::equal", "aten::clone", "aten::copy_", "aten::fill_.Scalar", "aten::empty.memory_format",
+               "aten::eq.Tensor", "aten::mm", "aten::matmul", "aten::_to_copy", "aten::zero_")
+
+
+class _Bound:
+    """Clocks, syncs and tensor primitives, captured before the candidate exists."""
+
+    CLOCKS = {
+        "time.perf_counter": (time, "perf_counter"), "time.perf_counter_ns": (time, "perf_counter_ns"),
+        "time.monotonic": (time, "monotonic"), "time.monotonic_ns": (time, "monotonic_ns"),
+        "time.time": (time, "time"), "time.time_ns": (time, "time_ns"), "time.sleep": (time, "sleep"),
+        "timeit.default_timer": (timeit, "default_timer"),
+        "torch.cuda.synchronize": (torch.cuda, "synchronize"),
+        "torch.cuda.Event": (torch.cuda, "Event"),
+        "torch.cuda.Event.record": (torch.cuda.Event, "record"),
+        "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
+        "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
+        "torch.cuda.Event.query": (torch.cuda.Event, "query"),
+        "torch.cuda.Stream.synchronize": (torch.cuda.Stream, "synchronize"),
+        "torch.cuda.current_stream": (torch.cuda, "current_stream"),
+        "torch.cuda.empty_cache": (torch.cuda, "empty_cache"),
+        "threading.enumerate": (threading, "enumerate"),
+        "threading.active_count": (threading, "active_count"),
+        "torch.equal": (torch, "equal"), "torch.empty": (torch, "empty"),
+        "torch.Tensor.clone": (torch.Tensor, "clone"), "torch.Tensor.copy_": (torch.Tensor, "copy_"),
+        "torch.Tensor.fill_": (torch.Tensor, "fill_"), "torch.Tensor.view": (torch.Tensor, "view"),
+        "torch.Tensor.untyped_storage": (torch.Tensor, "untyped_storage"),
+        "torch.Tensor.zero_": (torch.Tensor, "zero_"),
+    }
+
+    def __init__(self):
+        self.originals = {name: getattr(obj, attr) for name, (obj, attr) in self.CLOCKS.items()}
+        o = self.originals
+        self.pc, self.pc_ns, self.sleep = o["time.perf_counter"], o["time.perf_counter_ns"], o["time.sleep"]
+        self.cuda_sync, self.Event = o["torch.cuda.synchronize"], o["torch.cuda.Event"]
+        self.ev_record, self.ev_elapsed = o["torch.cuda.Event.record"], o["torch.cuda.Event.elapsed_time"]
+        self.ev_sync = o["torch.cuda.Event.synchronize"]
+        self.empty_cache = o["torch.cuda.empty_cache"]
+        self.enumerate = o["threading.enumerate"]
+        self.equal, self.empty = o["torch.equal"], o["torch.empty"]
+        self.clone, self.copy_ = o["torch.Tensor.clone"], o["torch.Tensor.copy_"]
+        self.fill_, self.view, self.zero_ = o["torch.Tensor.fill_"], o["torch.Tensor.view"], o["torch.Tensor.zero_"]
+        self.storage = o["torch.Tensor.untyped_storage"]
+
+    def moved(self) -> list[str]:
+        return sorted(name for name, (obj, attr) in self.CLOCKS.items()
+                      if getattr(obj, attr, None) is not self.originals[name])
+
+
+def global_state() -> dict:
+    """Process-wide settings a candidate could flip to change what the harness sees."""
+    b = torch.backends
+    state = {
+        "allow_tf32 (cuda.matmul)": b.cuda.matmul.allow_tf32,
+        "allow_tf32 (cudnn)": b.cudnn.allow_tf32,
+        "fp16 reduced-precision reduction": b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "bf16 reduced-precision reduction": b.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "cudnn.benchmark": b.cudnn.benchmark,
+        "cudnn.deterministic": b.cudnn.deterministic,
+        "cudnn.enabled": b.cudnn.enabled,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "default_dtype": str(torch.get_default_dtype()),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "torch_function_mode_stack": torch._C._len_torch_function_stack(),
+        "torch_dispatch_mode_stack": torch._C._len_torch_dispatch_stack(),
+        "sys.settrace": sys.gettrace() is not None,
+        "sys.setprofile": sys.getprofile() is not None,
+    }
+    for op in _DUMPED_OPS:
+        try:
+            state[f"dispatch {op}"] = _hash_text(torch._C._dispatch_dump_table(op))
+        except RuntimeError:
+            pass
+    # The harness itself: its modules and their functions must be the ones it loaded.
+    for name, mod in sorted(sys.modules.items()):
+        if name == "kernelvet" or name.startswith("kernelvet."):
+            state[f"module {name}"] = id(mod)
+            for attr, val in sorted(vars(mod).items()):
+                if callable(val) and getattr(val, "__module__", None) == name:
+                    state[f"{name}.{attr}"] = id(val)
+    return state
+
+
+def _hash_text(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _native_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1
+
+
+def _children() -> list[int]:
+    kids: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                kids.update(int(p) for p in fh.read().split())
+    except OSError:
+        pass
+    return sorted(kids)
+
+
+def _type_name(obj) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+class Worker:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.bound = _Bound()
+        self.state0 = global_state()
+        self.fn = None
+        self.device = torch.device("cpu")
+        self.sets: dict[int, list] = {}
+        self.paint = True
+        self.poison: dict[str, int] = {}
+        self.out_nbytes = 0
+        self.settle_s = 0.05
+        self.flush_buf = None
+        self.calls = 0
+
+    # -- plumbing -----------------------------------------------------------------------
+    def serve(self) -> None:
+        protocol.send(self.sock, "hello", {"pid": os.getpid(), "ppid": os.getppid(),
+                                            "torch": torch.__version__, "python": sys.version.split()[0]})
+        while True:
+            msg = protocol.recv(self.sock, deadline=None, max_blob_bytes=1 << 40, allowed=REQUESTS)
+            if msg.type == "bye":
+                return
+            try:
+                reply_type, body, blobs = getattr(self, "_do_" + msg.type)(msg)
+            except _CandidateFailed as exc:
+                reply_type, body, blobs = "failed", {"phase": msg.type, "error": exc.args[0],
+                                                     "traceback": exc.args[1]}, []
+            body["integrity"] = self.integrity()
+            protocol.send(self.sock, reply_type, body, blobs)
+
+    def integrity(self) -> dict:
+        now = global_state()
+        # Only what existed before import: a candidate may import more harness modules, harmlessly.
+        changed = {k: [v, now.get(k)] for k, v in self.state0.items() if now.get(k) != v}
+        return {"moved": self.bound.moved(), "changed": {k: [str(a), str(b)] for k, (a, b) in changed.items()}}
+
+    def _sync(self):
+        if self.device.type == "cuda":
+            self.bound.cuda_sync()
+
+    def _run_candidate(self, what, fn, *args):
+        """Candidate code raises: that is data for the judge, with the candidate's traceback."""
+        try:
+            return fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and friends too
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])
+            raise _CandidateFailed(f"{what}: {type(exc).__name__}: {exc}"[:2000], tb[-4000:]) from None
+
+    # -- requests -----------------------------------------------------------------------
+    def _do_load(self, msg):
+        b = msg.body
+        self.device = torch.device(b["device"])
+        self.paint = bool(b["paint"])
+        self.poison = {k: int(v) for k, v in b["poison"].items()}
+        self.out_nbytes = int(b["out_nbytes"])
+        self.settle_s = float(b["settle_s"])
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+            torch.zeros(1, device=self.device)  # CUDA context now, not inside the candidate's first call
+            self.flush_buf = self.bound.empty(max(int(b["flush_bytes"]), 1), dtype=torch.uint8, device=self.device)
+        elif self.paint:
+            _malloc_perturb(self.poison["malloc_byte"])
+        init = _decode_values(b["init"], msg.tensors)
+        target = b["target"]
+        t0 = self.bound.pc()
+        if target["kind"] == "candidate":
+            module = self._run_candidate("importing the candidate", _import_file, target["path"])
+            entry = getattr(module, target["entry"], None)
+            if entry is None:
+                raise _CandidateFailed(f"candidate defines no {target['entry']} after import", "")
+        else:
+            entry = load_reference_module(target["spec"]).Model
+        t1 = self.bound.pc()
+        if isinstance(entry, type):
+            def build():
+                torch.manual_seed(int(b["weight_seed"]))
+                model = entry(*init)
+                return model.to(self.device) if isinstance(model, torch.nn.Module) else model
+            self.fn = self._run_candidate("constructing the model", build)
+        else:
+            self.fn = entry
+        self._sync()
+        return "loaded", {"import_s": t1 - t0, "build_s": self.bound.pc() - t1}, []
+
+    def _do_inputs(self, msg):
+        values = _decode_values(msg.body["layout"], msg.tensors)
+        self.sets[int(msg.body["set"])] = [v.to(self.device) if isinstance(v, torch.Tensor) else v
+                                           for v in values]
+        self._sync()
+        return "ok", {}, []
+
+    def _do_overwrite(self, msg):
+        """New values into the very same storages (same data_ptr): a pointer-keyed cache goes stale."""
+        old = [t for t in self.sets[int(msg.body["set"])] if isinstance(t, torch.Tensor)]
+        new = [codec.from_blob(b) for b in msg.tensors]
+        ptrs_before = [t.data_ptr() for t in old]
+        for dst, src in zip(old, new):
+            self.bound.copy_(dst, src.to(self.device))
+        self._sync()
+        return "ok", {"same_pointers": ptrs_before == [t.data_ptr() for t in old]}, []
+
+    def _do_release(self, msg):
+        gc.collect()
+        if msg.body.get("empty_cache") and self.device.type == "cuda":
+            self.bound.empty_cache()
+        return "ok", {}, []
+
+    def _do_call(self, msg):
+        """One observed call: threads, type, stability, inputs, and the output itself."""
+        inputs = self.sets[int(msg.body["set"])]
+        before_inputs = [self.bound.clone(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+        if self.paint:
+            self._paint(deep=bool(msg.body.get("deep_paint")))
+        self._sync()
+        py_before = {t.ident for t in self.bound.enumerate()}
+        native_before, kids_before = _native_threads(), _children()
+        trace = _AtenTrace() if msg.body.get("trace") else None
+        t0 = self.bound.pc()
+        if trace:
+            with trace:
+                out = self._run_candidate("calling the candidate", self.fn, *inputs)
+        else:
+            out = self._run_candidate("calling the candidate", self.fn, *inputs)
+        self._sync()
+        wall = self.bound.pc() - t0
+        py_after = {t.ident for t in self.bound.enumerate()}
+        native_after, kids_after = _native_threads(), _children()
+        self.calls += 1
+        ev = {
+            "wall_s": wall, "call_index": self.calls,
+            "py_threads_new": len(py_after - py_before), "native_threads": [native_before, native_after],
+            "children_new": sorted(set(kids_after) - set(kids_before)),
+            "type": _type_name(out), "exact_tensor": type(out) is torch.Tensor,
+        }
+        if trace:
+            ev["aten_ops"] = sorted(trace.ops)
+        if ev["exact_tensor"]:
+            ev["storage_ptr"] = self.bound.storage(out).data_ptr()
+            ev["device"] = str(out.device)
+            snap = self.bound.clone(out)
+            self._sync()
+            self.bound.sleep(self.settle_s)
+            self._sync()
+            ev["changed_after_return"] = not _same_bits(self.bound, snap, out)
+            result = out
+        else:
+            result = self._run_candidate("converting the output to a tensor", _materialize, out)
+            ev["device"] = str(getattr(result, "device", "?"))
+        ev["inputs_changed"] = [i for i, (a, b) in enumerate(zip(before_inputs, inputs))
+                                if isinstance(a, torch.Tensor) and not _same_bits(self.bound, a, b)]
+        ev["py_threads_after_settle"] = len({t.ident for t in self.bound.enumerate()} - py_before)
+        blob = codec.to_blob(result)
+        return "output", ev, [blob]
+
+    def _paint(self, deep: bool) -> None:
+        """Make memory the allocator will hand out hold poison, so `torch.empty` returns it.
+
+        CPU: glibc's perturb byte already poisons every malloc (set at load). CUDA: claim the
+        output-sized block (and, deep, every free cached block), fill it with poison, free it.
+        """
+        if self.device.type != "cuda":
+            return
+        sizes = [self.out_nbytes] * 2
+        if deep:
+            for seg in torch.cuda.memory_snapshot():
+                sizes += [blk["size"] for blk in seg.get("blocks", []) if blk.get("state") == "inactive"]
+        held = []
+        for size in sorted(sizes, reverse=True)[:256]:
+            width = self.poison["width"]
+            n = max(size // width, 1)
+            buf = self.bound.empty(n, dtype=_INT_OF_WIDTH[width], device=self.device)
+            self.bound.fill_(buf, self.poison["word"])
+            held.append(buf)
+        del held
+
+    def _do_time(self, msg):
+        """Per-rep timing, the way the reported time is taken; plus the drain clock (streams)."""
+        b = msg.body
+        sets = [int(s) for s in b["sets"]]
+        reps, min_reps, budget_s = int(b["reps"]), int(b["min_reps"]), float(b["budget_ms"]) / 1e3
+        cuda = self.device.type == "cuda"
+        bound = self.bound
+        for i in range(int(b["warmup"])):
+            self._run_candidate("warm-up call", self.fn, *self.sets[sets[i % len(sets)]])
+        self._sync()
+        first: dict[int, torch.Tensor] = {}
+        times, drains, order = [], [], []
+        mismatches, non_tensor = 0, 0
+        if cuda:
+            start, end = bound.Event(enable_timing=True), bound.Event(enable_timing=True)
+        t_begin = bound.pc()
+        r = 0
+        while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
+            s = sets[r % len(sets)]
+            inputs = self.sets[s]
+            if self.paint:
+                self._paint(deep=False)
+            if cuda:
+                bound.zero_(self.flush_buf)
+                bound.ev_record(start)
+                out = self._run_candidate("timed call", self.fn, *inputs)
+                bound.ev_record(end)
+                bound.ev_sync(end)
+                t0 = bound.pc()
+                bound.cuda_sync()
+                drains.append((bound.pc() - t0) * 1e3)
+                times.append(bound.ev_elapsed(start, end))
+            else:
+                t0 = bound.pc_ns()
+                out = self._run_candidate("timed call", self.fn, *inputs)
+                times.append((bound.pc_ns() - t0) / 1e6)
+            order.append(s)
+            if type(out) is not torch.Tensor:
+                non_tensor += 1
+            elif s not in first:
+                first[s] = bound.clone(out)
+            elif not _same_bits(bound, first[s], out):
+                mismatches += 1
+            del out
+            r += 1
+        null_drains = []
+        if cuda:
+            for _ in range(int(b["null_reps"])):
+                bound.zero_(self.flush_buf)
+                bound.ev_record(start)
+                bound.ev_record(end)
+                bound.ev_sync(end)
+                t0 = bound.pc()
+                bound.cuda_sync()
+                null_drains.append((bound.pc() - t0) * 1e3)
+        body = {"times_ms": times, "drain_ms": drains, "null_drain_ms": null_drains, "order": order,
+                "mismatches": mismatches, "non_tensor": non_tensor, "first_sets": sorted(first)}
+        return "timed", body, [codec.to_blob(first[s]) for s in sorted(first)]
+
+    def _do_loop(self, msg):
+        """N back-to-back calls ending in a device-wide sync; the judge's clock brackets this."""
+        n = int(msg.body["n"])
+        inputs = self.sets[int(msg.body["set"])]
+        if msg.body.get("null"):
+            fn = _null_call
+        else:
+            fn = self.fn
+        out = None
+        for _ in range(n):
+            out = self._run_candidate("looped call", fn, *inputs)
+        self._sync()
+        if msg.body.get("null") or type(out) is not torch.Tensor:
+            return "looped", {"exact_tensor": type(out) is torch.Tensor}, []
+        return "looped", {"exact_tensor": True}, [codec.to_blob(out)]
+
+    def _do_integrity(self, msg):
+        return "state", {}, []
+
+
+class _CandidateFailed(Exception):
+    """args: (message, traceback text)"""
+
+
+def _null_call(*args):
+    return None
+
+
+_INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN payloads included), immune to the candidate's __eq__."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    width = a.element_size()
+    ai = bound.view(a.contiguous(), _INT_OF_WIDTH[width]) if a.dtype != torch.bool else a
+    bi = bound.view(b.contiguous(), _INT_OF_WIDTH[width]) if b.dtype != torch.bool else b
+    return bool(bound.equal(ai, bi))
+
+
+def _materialize(obj) -> torch.Tensor:
+    """A non-exact output (subclass or wrapper) made into a plain tensor, by its own protocols."""
+    with torch.no_grad():
+        t = torch.Tensor.cpu(obj) if isinstance(obj, torch.Tensor) else torch.as_tensor(obj)
+        return torch.Tensor.clone(torch.Tensor.as_subclass(t, torch.Tensor))
+
+
+class _AtenTrace(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records every aten op the candidate dispatches (so `getattr(torch, 'm'+'m')` shows as aten::mm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+
+def _import_file(path: str):
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = module
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec.loader.exec_module(module)
+    return module
+
+
+def _decode_values(layout: list, blobs) -> list:
+    """Rebuild a list of tensors and numbers: layout entries are {"t": index} or {"v": number}."""
+    out = []
+    for item in layout:
+        if "t" in item:
+            out.append(codec.from_blob(blobs[int(item["t"])]))
+        else:
+            out.append(item["v"])
+    return out
+
+
+def _malloc_perturb(byte: int) -> None:
+    """glibc: fill every malloc'd block with ~byte, and keep blocks up to 32 MiB off mmap (which is zeroed)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 32 << 20)   # M_MMAP_THRESHOLD
+        libc.mallopt(-6, byte)       # M_PERTURB
+    except (OSError, AttributeError):
+        pass
+
+
+def main(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    try:
+        Worker(sock).serve()
+    except protocol.PeerClosed:
+        pass
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":  # python -m kernelvet.worker FD (used only when no launcher is available)
+    main(int(sys.argv[1]))
