@@ -1,0 +1,105 @@
+"""The practice corpus: the spec's ten cheat patterns (plus harness attacks) and honest kernels.
+
+Each entry names its file, the problem it is written for, the devices it can exist on, and the
+checks expected to reject it. `catches` is the full set of checks that fire on it with everything
+on; the ablation (tests/test_corpus.py, `kernelvet practice --ablate`) proves that switching off
+each listed check alone is not enough when two are listed, and is enough when one is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ..ids import CheckId as C
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBLEMS = os.path.join(HERE, "problems")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    name: str                   # file stem, unique across the corpus
+    kind: str                   # "cheat" | "honest"
+    pattern: int | None         # the spec's pattern number (1..10), None for harness attacks
+    pattern_name: str
+    problem: str                # built-in name or a file in practice/problems
+    devices: tuple[str, ...]    # where the entry can exist: "cpu", "cuda"
+    catches: frozenset = frozenset()
+    note: str = ""
+
+    @property
+    def path(self) -> str:
+        sub = "cheats" if self.kind == "cheat" else "honest"
+        return os.path.join(HERE, sub, f"{self.name}.py")
+
+    @property
+    def problem_ref(self) -> str:
+        return self.problem if "/" not in self.problem and not self.problem.endswith(".py") \
+            else os.path.join(PROBLEMS, self.problem)
+
+
+PATTERN_NAMES = {1: "streams", 2: "threads", 3: "lazy-eq", 4: "timers", 5: "identity", 6: "no-op",
+                 7: "garbage", 8: "thin-dtype", 9: "cache", 10: "library"}
+
+BOTH = ("cpu", "cuda")
+
+
+def _cheat(name, pattern, problem, devices, *catches, note=""):
+    pname = PATTERN_NAMES.get(pattern, "harness")
+    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), note)
+
+
+def _honest(name, problem, devices):
+    return Entry(name, "honest", None, "honest", problem, devices)
+
+
+CORPUS: tuple[Entry, ...] = (
+    _cheat("hidden_stream", 1, "matmul", ("cuda",), C.STREAMS),
+    _cheat("background_thread", 2, "matmul", BOTH, C.THREADS),
+    _cheat("lazy_tensor", 3, "matmul", BOTH, C.OUTPUT_TYPE),
+    _cheat("patched_timers", 4, "matmul", BOTH, C.TIMERS),
+    _cheat("forged_measurements", 4, "matmul", BOTH, C.TIMERS),
+    _cheat("copy_input", 5, "residual_bf16.py", BOTH, C.IDENTITY),
+    _cheat("launch_nothing", 6, "matmul", ("cuda",), C.UNWRITTEN_OUTPUT),
+    _cheat("skip_negligible", 6, "softmax", BOTH, C.UNWRITTEN_OUTPUT),
+    _cheat("racy_accumulate", 7, "matmul", BOTH, C.DETERMINISM),
+    _cheat("garbage_softmax", 7, "softmax", ("cuda",), C.UNWRITTEN_OUTPUT, C.DETERMINISM, C.PRECISION,
+           note="reads memory nobody wrote: poison shows it, and it moves between runs"),
+    _cheat("bf16_operands", 8, "matmul", BOTH, C.PRECISION),
+    _cheat("fp16_operands", 8, "matmul", BOTH, C.PRECISION),
+    _cheat("tf32_operands", 8, "matmul", BOTH, C.PRECISION),
+    _cheat("tf32_dot", 8, "matmul", ("cuda",), C.PRECISION),
+    _cheat("pointer_cache", 9, "matmul", BOTH, C.CACHING),
+    _cheat("shape_cache", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
+           note="the second input set gets the first set's answer: wrong, and ignores its input"),
+    _cheat("torch_mm", 10, "matmul", BOTH, C.LIBRARY_CALL),
+    _cheat("dynamic_mm", 10, "matmul", BOTH, C.LIBRARY_CALL),
+    _cheat("inplace_relu", None, "relu.py", BOTH, C.INPUTS_UNCHANGED),
+    _cheat("blind_harness", None, "relu.py", BOTH, C.GLOBAL_STATE),
+    _cheat("exit_zero", None, "matmul", BOTH, C.WORKER),
+    _cheat("kill_parent", None, "matmul", BOTH, C.WORKER),
+    _honest("broadcast_matmul", "matmul", BOTH),
+    _honest("reversed_sum_matmul", "matmul", BOTH),
+    _honest("softmax", "softmax", BOTH),
+    _honest("threaded_matmul", "matmul", BOTH),
+    _honest("plan_cache_matmul", "matmul", BOTH),
+    _honest("residual_bf16", "residual_bf16.py", BOTH),
+    _honest("relu", "relu.py", BOTH),
+    _honest("triton_gemm_ieee", "matmul", ("cuda",)),
+    _honest("triton_gemm_autotuned", "matmul", ("cuda",)),
+    _honest("triton_softmax", "softmax", ("cuda",)),
+    _honest("synced_side_stream", "matmul", ("cuda",)),
+    _honest("cuda_tiled_gemm", "matmul", ("cuda",)),
+)
+
+
+def entries(device: str = "cpu", kind: str | None = None) -> list[Entry]:
+    return [e for e in CORPUS if device in e.devices and (kind is None or e.kind == kind)]
+
+
+def by_name(name: str) -> Entry:
+    for e in CORPUS:
+        if e.name == name:
+            return e
+    raise KeyError(name)
