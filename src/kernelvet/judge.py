@@ -5,7 +5,7 @@ what comes back as evidence, and lets the checks decide. The plan, in order:
 
   load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache (determinism)
   -> fresh sets B, C -> A overwritten in place (caching) -> timing on A, B, C (rotating, L2
-  flushed, outputs verified) -> unseen sets timed once each (caching) -> N back-to-back calls
+  flushed, outputs verified; unseen sets interleaved, once each) -> N back-to-back calls
   bracketed by the judge's own clock, and the same N of a null call (timers).
 """
 
@@ -32,7 +32,7 @@ from .report import Report, Status, Timing, Verdict
 @dataclasses.dataclass(frozen=True)
 class Settings:
     fresh_sets: int = 3           # independent random inputs checked for correctness (at least 3)
-    unseen_sets: int = 5          # inputs the candidate has never seen, timed once each
+    unseen_sets: int = 5          # inputs the candidate has never seen, timed once each among the seen
     budget_ms: float = 100.0      # timing budget for the seen sets (as do_bench's `rep`)
     min_reps: int = 10
     max_reps: int = 1000
@@ -184,8 +184,9 @@ def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, ou
     return body, blobs
 
 
-def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None) -> dict:
-    return {"sets": sets, "reps": reps or settings.max_reps, "min_reps": min(reps or settings.min_reps,
+def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None,
+               unseen=()) -> dict:
+    return {"sets": sets, "unseen": list(unseen), "reps": reps or settings.max_reps, "min_reps": min(reps or settings.min_reps,
                                                                           settings.min_reps),
             "budget_ms": settings.budget_ms if budget_ms is None else budget_ms,
             "warmup": settings.warmup_calls if warmup is None else warmup,
@@ -274,21 +275,16 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
         phases["checks"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        msg = record("timing", None, w.request("time", _time_body(fresh, settings), max_blob_bytes=max_blob))
+        timed_unseen = unseen if CheckId.CACHING in on else []
+        msg = record("timing", None, w.request("time", _time_body(fresh, settings, unseen=timed_unseen),
+                                               max_blob_bytes=max_blob))
         ev.timing = msg.body
+        ev.unseen_ms = list(msg.body.get("unseen_ms", []))
         for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
-            ev.calls.append(CallRecord("timed", int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob)))
+            phase = "unseen" if int(s) in timed_unseen else "timed"
+            ev.calls.append(CallRecord(phase, int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob)))
         ev.reached.add("timing")
         phases["timing"] = time.monotonic() - t0
-
-        if CheckId.CACHING in on:
-            for u in unseen:
-                msg = record("unseen", u, w.request("time", _time_body([u], settings, reps=1, warmup=0, budget_ms=0,
-                                                                        null_reps=0), max_blob_bytes=max_blob))
-                ev.unseen_ms += msg.body.get("times_ms", [])
-                for blob in msg.tensors:
-                    ev.calls.append(CallRecord("unseen", u, u, {}, codec.from_blob(blob)))
-            ev.reached.add("unseen")
 
         if CheckId.TIMERS in on and ev.timing.get("times_ms"):
             ev.loop = _judge_clocked_loop(w, ev, fresh[1], settings, max_blob, record)

@@ -61,7 +61,11 @@ def serve(ctl_fd: int) -> None:
         import triton  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken triton install must not stop CPU vets
         pass
-    import kernelvet.worker  # noqa: F401
+    import kernelvet.worker
+    # The first TorchDispatchMode in a process pays ~1 s of lazy imports: pay it here, once.
+    # (One-element CPU ops start no thread pool, so forking after them stays safe.)
+    with kernelvet.worker._AtenTrace():
+        torch.zeros(1) + 1
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     jobs: dict[int, int] = {}
     _send(ctl, op="ready", pid=os.getpid())

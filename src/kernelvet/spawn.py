@@ -27,7 +27,8 @@ _REPLY_FIELDS = {
     "output": {"wall_s", "call_index", "py_threads_new", "native_threads", "children_new", "type",
                "exact_tensor", "aten_ops", "storage_ptr", "device", "changed_after_return", "inputs_changed",
                "py_threads_after_settle"},
-    "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "mismatches", "non_tensor", "first_sets"},
+    "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_ms", "mismatches", "non_tensor",
+              "first_sets"},
     "looped": {"exact_tensor"},
     "state": set(),
     "failed": {"phase", "error", "traceback"},
@@ -89,7 +90,8 @@ class Launcher:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _read(self, deadline: float) -> dict | None:
+    def _read(self, deadline: float, *, skip_exits: bool = True) -> dict | None:
+        """Next control message; exit reports are recorded on the way (and returned if asked)."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -103,7 +105,8 @@ class Launcher:
             msg = json.loads(data)
             if msg.get("op") == "exited":
                 self.exits[msg["pid"]] = msg["code"]
-                continue
+                if skip_exits:
+                    continue
             return msg
 
     def spawn(self, cwd: str, log: str) -> tuple[socket.socket, int]:
@@ -126,7 +129,7 @@ class Launcher:
         deadline = time.monotonic() + wait
         with self.lock:
             while pid not in self.exits:
-                if self._read(deadline) is None and time.monotonic() >= deadline:
+                if self._read(deadline, skip_exits=False) is None:
                     break
             return self.exits.pop(pid, None)
 

@@ -33,7 +33,7 @@ REQUESTS = {
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
-    "time": frozenset({"sets", "reps", "min_reps", "budget_ms", "warmup", "null_reps"}),
+    "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "null_reps"}),
     "loop": frozenset({"set", "n", "null"}),
     "release": frozenset({"empty_cache"}),
     "integrity": frozenset(),
@@ -330,63 +330,34 @@ class Worker:
         del held
 
     def _do_time(self, msg):
-        """Per-rep timing, the way the reported time is taken; plus the drain clock (streams)."""
+        """Per-rep timing, the way the reported time is taken; plus the drain clock (streams).
+
+        Seen sets rotate; each unseen set (never passed to the candidate before) is timed once,
+        interleaved with the seen reps so that both run under the same conditions.
+        """
         b = msg.body
         sets = [int(s) for s in b["sets"]]
+        unseen = [int(s) for s in b.get("unseen", [])]
         reps, min_reps, budget_s = int(b["reps"]), int(b["min_reps"]), float(b["budget_ms"]) / 1e3
-        cuda = self.device.type == "cuda"
         bound = self.bound
         for i in range(int(b["warmup"])):
             self._run_candidate("warm-up call", self.fn, *self.sets[sets[i % len(sets)]])
         self._sync()
-        first: dict[int, torch.Tensor] = {}
-        times, drains, order = [], [], []
-        mismatches, non_tensor = 0, 0
-        if cuda:
-            start, end = bound.Event(enable_timing=True), bound.Event(enable_timing=True)
+        rec = _Reps(self)
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
-            s = sets[r % len(sets)]
-            inputs = self.sets[s]
-            if self.paint:
-                self._paint(deep=False)
-            if cuda:
-                bound.zero_(self.flush_buf)
-                bound.ev_record(start)
-                out = self._run_candidate("timed call", self.fn, *inputs)
-                bound.ev_record(end)
-                bound.ev_sync(end)
-                t0 = bound.pc()
-                bound.cuda_sync()
-                drains.append((bound.pc() - t0) * 1e3)
-                times.append(bound.ev_elapsed(start, end))
-            else:
-                t0 = bound.pc_ns()
-                out = self._run_candidate("timed call", self.fn, *inputs)
-                times.append((bound.pc_ns() - t0) / 1e6)
-            order.append(s)
-            if type(out) is not torch.Tensor:
-                non_tensor += 1
-            elif s not in first:
-                first[s] = bound.clone(out)
-            elif not _same_bits(bound, first[s], out):
-                mismatches += 1
-            del out
+            rec.rep(sets[r % len(sets)], seen=True)
+            if unseen and r >= 1:
+                rec.rep(unseen.pop(0), seen=False)
             r += 1
-        null_drains = []
-        if cuda:
-            for _ in range(int(b["null_reps"])):
-                bound.zero_(self.flush_buf)
-                bound.ev_record(start)
-                bound.ev_record(end)
-                bound.ev_sync(end)
-                t0 = bound.pc()
-                bound.cuda_sync()
-                null_drains.append((bound.pc() - t0) * 1e3)
-        body = {"times_ms": times, "drain_ms": drains, "null_drain_ms": null_drains, "order": order,
-                "mismatches": mismatches, "non_tensor": non_tensor, "first_sets": sorted(first)}
-        return "timed", body, [codec.to_blob(first[s]) for s in sorted(first)]
+        while unseen:
+            rec.rep(unseen.pop(0), seen=False)
+        null_drains = rec.null_drains(int(b["null_reps"])) if self.device.type == "cuda" else []
+        body = {"times_ms": rec.times, "drain_ms": rec.drains, "null_drain_ms": null_drains, "order": rec.order,
+                "unseen_ms": rec.unseen_times, "mismatches": rec.mismatches, "non_tensor": rec.non_tensor,
+                "first_sets": sorted(rec.first)}
+        return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_loop(self, msg):
         """N back-to-back calls ending in a device-wide sync; the judge's clock brackets this."""
@@ -410,6 +381,70 @@ class Worker:
 
 class _CandidateFailed(Exception):
     """args: (message, traceback text)"""
+
+
+class _Reps:
+    """One timed rep at a time: paint, flush, two clocks, and a bitwise check against the first
+    output of the same input set (outputs of timed calls are verified, not just a separate pass)."""
+
+    def __init__(self, worker: Worker):
+        self.w = worker
+        self.cuda = worker.device.type == "cuda"
+        self.first: dict[int, torch.Tensor] = {}
+        self.times, self.drains, self.order, self.unseen_times = [], [], [], []
+        self.mismatches = self.non_tensor = 0
+        if self.cuda:
+            self.start = worker.bound.Event(enable_timing=True)
+            self.end = worker.bound.Event(enable_timing=True)
+
+    def rep(self, s: int, seen: bool) -> None:
+        w, bound = self.w, self.w.bound
+        inputs = w.sets[s]
+        if w.paint:
+            w._paint(deep=False)
+        if self.cuda:
+            bound.zero_(w.flush_buf)
+            bound.ev_record(self.start)
+            out = w._run_candidate("timed call", w.fn, *inputs)
+            bound.ev_record(self.end)
+            bound.ev_sync(self.end)
+            t0 = bound.pc()
+            bound.cuda_sync()
+            drain = (bound.pc() - t0) * 1e3
+            ms = bound.ev_elapsed(self.start, self.end)
+        else:
+            for x in inputs:  # same cache state for seen and unseen inputs: both freshly read
+                if isinstance(x, torch.Tensor):
+                    bound.clone(x)
+            t0 = bound.pc_ns()
+            out = w._run_candidate("timed call", w.fn, *inputs)
+            ms = (bound.pc_ns() - t0) / 1e6
+            drain = None
+        if seen:
+            self.times.append(ms)
+            self.order.append(s)
+            if drain is not None:
+                self.drains.append(drain)
+        else:
+            self.unseen_times.append(ms)
+        if type(out) is not torch.Tensor:
+            self.non_tensor += 1
+        elif s not in self.first:
+            self.first[s] = bound.clone(out)
+        elif not _same_bits(bound, self.first[s], out):
+            self.mismatches += 1
+
+    def null_drains(self, n: int) -> list[float]:
+        bound, out = self.w.bound, []
+        for _ in range(n):
+            bound.zero_(self.w.flush_buf)
+            bound.ev_record(self.start)
+            bound.ev_record(self.end)
+            bound.ev_sync(self.end)
+            t0 = bound.pc()
+            bound.cuda_sync()
+            out.append((bound.pc() - t0) * 1e3)
+        return out
 
 
 def _null_call(*args):

@@ -2,10 +2,11 @@
 
 (a) After a fresh-input call, the same input storages are overwritten in place (same data_ptr)
     with new random values: a cache keyed on pointers or shapes now returns yesterday's answer.
-(b) Outputs of timed calls are verified (first output of each input set against the reference,
-    every later rep bitwise against that first one), not only a separate correctness pass.
-(c) Inputs never seen before, timed one call each with L2 flushed, must not be much slower than
-    the seen ones: a memoised kernel is fast only on what it has seen."""
+(b) Outputs of timed calls are verified against the reference (the first of each input set;
+    `determinism` holds every later rep to the same bits), not only a separate correctness pass.
+(a) and (b) hold the candidate to its own accuracy on fresh inputs: a thin format is `precision`'s.
+(c) Inputs never seen before, timed interleaved with the seen ones (one call each, L2 flushed),
+    must not be much slower: a memoised kernel is fast only on what it has seen."""
 
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ from ..ids import CheckId
 from ..report import Finding, Status
 from ._common import not_reached
 
-UNSEEN_RATIO = 2.0
+UNSEEN_RATIO = 2.5
 UNSEEN_FLOOR_MS = {"cuda": 0.005, "cpu": 0.2}
+OWN_SLACK = 4.0   # an answer on seen inputs may be this much worse than on fresh ones
 
 
 def evaluate(ev) -> Finding:
-    tol = metrics.tolerance(ev.dtype, ev.reference_error)
-    evidence = {"tolerance": tol}
+    fresh = [metrics.rel_error(c.output, ev.refs64[c.values_of]) for c in ev.records("warmup", "fresh")
+             if not ev.poisoned(c) and c.output.shape == ev.refs64[c.values_of].shape]
+    tol = max(metrics.tolerance(ev.dtype, ev.reference_error), OWN_SLACK * max(fresh, default=0.0))
+    evidence = {"tolerance": tol, "fresh_max_error": max(fresh, default=None)}
     for c in ev.records("overwrite"):
         if ev.poisoned(c):
             continue
@@ -36,7 +40,7 @@ def evaluate(ev) -> Finding:
                            f"after the inputs were overwritten in place (same pointers), the candidate returned "
                            f"{what} (error {err:.3g} vs the new values, {stale:.3g} vs the old)", evidence)
     for c in ev.records("timed", "unseen", "loop"):
-        if ev.poisoned(c):
+        if ev.poisoned(c) or c.output.shape != ev.refs64[c.values_of].shape:
             continue
         err = metrics.rel_error(c.output, ev.refs64[c.values_of])
         if err > tol:
@@ -44,10 +48,6 @@ def evaluate(ev) -> Finding:
                            f"an output produced in the {c.phase} calls is wrong (error {err:.3g}) although the "
                            "correctness pass was right", {**evidence, "phase": c.phase, "error": err})
     t = ev.timing or {}
-    if t.get("mismatches"):
-        return Finding(CheckId.CACHING, Status.FAIL,
-                       f"{t['mismatches']} timed reps returned other bits than the first rep on the same inputs",
-                       {**evidence, "mismatches": t["mismatches"], "reps": len(t.get("times_ms", []))})
     seen, unseen = t.get("times_ms") or [], ev.unseen_ms
     if seen and unseen:
         s_med, u_med = statistics.median(seen), statistics.median(unseen)

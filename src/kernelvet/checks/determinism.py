@@ -1,5 +1,6 @@
 """`determinism`: the same inputs, launched twice with the allocator's cache emptied between,
-give the same bits; and the implied rate does not beat physics.
+give the same bits, and so does every timed rep on the same inputs; and the implied rate does
+not beat physics.
 
 Uninitialised memory moves between runs; a result that does not repeat is read from somewhere
 nobody wrote. Kernels nondeterministic by design (atomics) are waived with `--allow determinism`.
@@ -35,6 +36,13 @@ def evaluate(ev) -> Finding:
                                f"(max difference {diff.nan_to_num(nan=float('inf')).max().item():.3g})",
                                {"differing": n, "elements": c.output.numel()})
             evidence["bitwise_equal_launches"] = 2
+    t = ev.timing or {}
+    if t.get("mismatches"):
+        return Finding(CheckId.DETERMINISM, Status.FAIL,
+                       f"{t['mismatches']} timed reps returned other bits than the first rep on the same inputs",
+                       {"mismatches": t["mismatches"], "reps": len(t.get("times_ms", []))})
+    if t.get("times_ms"):
+        evidence["timed_reps_bitwise_equal"] = len(t["times_ms"])
     ceiling = _ceiling(ev)
     if ceiling:
         return ceiling

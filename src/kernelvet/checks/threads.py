@@ -1,17 +1,15 @@
 """`threads`: a call that returned is finished.
 
 Python threads and child processes alive after the call that were not alive before it (threads
-started and joined inside the call are honest); native threads too, once the runtime's own pools
-have started (after the first two calls); and the output must not change between its snapshot at
-return and a re-read after a settle and a device sync."""
+started and joined inside the call are honest), and the output must not change between its
+snapshot at return and a re-read after a settle and a device sync. Native thread counts are kept
+as evidence only: OpenMP and CUDA runtimes grow their pools lazily, even for honest calls."""
 
 from __future__ import annotations
 
 from ..ids import CheckId
 from ..report import Finding, Status
 from ._common import not_reached
-
-STEADY_AFTER = 2   # calls; thread pools of torch, OpenMP and Triton start during the first ones
 
 
 def evaluate(ev) -> Finding:
@@ -20,7 +18,6 @@ def evaluate(ev) -> Finding:
         return not_reached(CheckId.THREADS)
     for c in observed:
         m = c.meta
-        native = m.get("native_threads") or [0, 0]
         if m.get("py_threads_new"):
             return _fail(c, f"{m['py_threads_new']} Python thread(s) started by the call were still running "
                             "after it returned", m)
@@ -28,8 +25,6 @@ def evaluate(ev) -> Finding:
             return _fail(c, f"the call left child process(es) running: {m['children_new'][:5]}", m)
         if m.get("changed_after_return"):
             return _fail(c, "the output changed after the call returned (work finishing behind the clock)", m)
-        if m.get("call_index", 0) > STEADY_AFTER and native[1] > native[0]:
-            return _fail(c, f"native threads grew from {native[0]} to {native[1]} during the call", m)
     return Finding(CheckId.THREADS, Status.PASS,
                    f"no thread or process outlived any of {len(observed)} calls; outputs stable after return",
                    {"calls": len(observed)})

@@ -3,7 +3,7 @@
 Each entry names its file, the problem it is written for, the devices it can exist on, and the
 checks expected to reject it. `catches` is the full set of checks that fire on it with everything
 on; the ablation (tests/test_corpus.py, `kernelvet practice --ablate`) proves that switching off
-each listed check alone is not enough when two are listed, and is enough when one is.
+it alone turns a `sole` entry's reject into a pass: the check earns its place.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ class Entry:
     pattern_name: str
     problem: str                # built-in name or a file in practice/problems
     devices: tuple[str, ...]    # where the entry can exist: "cpu", "cuda"
-    catches: frozenset = frozenset()
+    catches: frozenset = frozenset()   # checks that must fire
+    sole: bool = False                 # exactly `catches` fires, and waiving it lets the cheat through
     note: str = ""
 
     @property
@@ -46,8 +47,9 @@ BOTH = ("cpu", "cuda")
 
 
 def _cheat(name, pattern, problem, devices, *catches, note=""):
+    """A cheat caught by one check alone (`sole`), or, with a note saying why, by several."""
     pname = PATTERN_NAMES.get(pattern, "harness")
-    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), note)
+    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), not note, note)
 
 
 def _honest(name, problem, devices):
@@ -56,13 +58,21 @@ def _honest(name, problem, devices):
 
 CORPUS: tuple[Entry, ...] = (
     _cheat("hidden_stream", 1, "matmul", ("cuda",), C.STREAMS),
-    _cheat("background_thread", 2, "matmul", BOTH, C.THREADS),
-    _cheat("lazy_tensor", 3, "matmul", BOTH, C.OUTPUT_TYPE),
+    _cheat("background_thread", 2, "matmul", BOTH, C.THREADS, C.UNWRITTEN_OUTPUT,
+           note="the thread's work lands after the clock stopped, so the timed outputs are unwritten too"),
+    _cheat("speculative_thread", 2, "matmul", BOTH, C.THREADS, C.TIMERS,
+           note="its off-clock work competes with back-to-back calls, which the judge's clock sees"),
+    _cheat("lurking_process", 2, "matmul", BOTH, C.THREADS),
+    _cheat("lazy_tensor", 3, "matmul", BOTH, C.OUTPUT_TYPE, C.DETERMINISM,
+           note="its call does no math, so the implied rate beats the device's peak"),
+    _cheat("lazy_paced", 3, "matmul", BOTH, C.OUTPUT_TYPE),
     _cheat("patched_timers", 4, "matmul", BOTH, C.TIMERS),
     _cheat("forged_measurements", 4, "matmul", BOTH, C.TIMERS),
     _cheat("copy_input", 5, "residual_bf16.py", BOTH, C.IDENTITY),
     _cheat("launch_nothing", 6, "matmul", ("cuda",), C.UNWRITTEN_OUTPUT),
-    _cheat("skip_negligible", 6, "softmax", BOTH, C.UNWRITTEN_OUTPUT),
+    _cheat("skip_negligible", 6, "softmax", BOTH, C.UNWRITTEN_OUTPUT,
+           note="on the CPU the heap hands back old garbage when nothing is painted, so precision and "
+                "determinism see it too; on CUDA, launch_nothing is unwritten-output's alone"),
     _cheat("racy_accumulate", 7, "matmul", BOTH, C.DETERMINISM),
     _cheat("garbage_softmax", 7, "softmax", ("cuda",), C.UNWRITTEN_OUTPUT, C.DETERMINISM, C.PRECISION,
            note="reads memory nobody wrote: poison shows it, and it moves between runs"),
@@ -70,7 +80,7 @@ CORPUS: tuple[Entry, ...] = (
     _cheat("fp16_operands", 8, "matmul", BOTH, C.PRECISION),
     _cheat("tf32_operands", 8, "matmul", BOTH, C.PRECISION),
     _cheat("tf32_dot", 8, "matmul", ("cuda",), C.PRECISION),
-    _cheat("pointer_cache", 9, "matmul", BOTH, C.CACHING),
+    _cheat("pointer_cache", 9, "softmax", BOTH, C.CACHING),
     _cheat("shape_cache", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
            note="the second input set gets the first set's answer: wrong, and ignores its input"),
     _cheat("torch_mm", 10, "matmul", BOTH, C.LIBRARY_CALL),

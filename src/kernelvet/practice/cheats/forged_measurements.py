@@ -1,7 +1,7 @@
 """Pattern 4 (timers), harder: leave every clock alone and edit the harness's measurements.
 
-Mechanism: walk up the caller's frames, find lists of floats (the bench's per-rep times), and
-scale every entry down by 5x on each call. No binding changes, so identity checks see nothing;
+Mechanism: walk up the caller's frames, find lists of floats (the bench's per-rep times) among
+their locals and the attributes of their locals, and scale every new entry down by 5x. No binding changes, so identity checks see nothing;
 the implied rate stays physically plausible.
 Why a naive bench believes it: its own list of timings says so.
 Which check kills it: `timers`, through the judge's clock: N back-to-back calls bracketed by a
@@ -14,15 +14,24 @@ import torch
 from torch import nn
 
 
+_done = set()
+
+
+def _float_lists(frame):
+    for value in list(frame.f_locals.values()):
+        for candidate in [value, *getattr(value, "__dict__", {}).values()]:
+            if isinstance(candidate, list) and candidate and all(type(v) is float for v in candidate):
+                yield candidate
+
+
 def _forge():
     frame = sys._getframe(2)
     while frame is not None:
-        for value in list(frame.f_locals.values()):
-            if isinstance(value, list) and value and all(type(v) is float for v in value):
-                for i, v in enumerate(value):
-                    if v > 0 and not getattr(_forge, "seen", {}).get((id(value), i)):
-                        value[i] = v / 5
-                        _forge.seen = {**getattr(_forge, "seen", {}), (id(value), i): True}
+        for times in _float_lists(frame):
+            for i, v in enumerate(times):
+                if (id(times), i) not in _done:
+                    times[i] = v / 5
+                    _done.add((id(times), i))
         frame = frame.f_back
 
 

@@ -1,0 +1,30 @@
+import os
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    """GPU tests run only where CUDA is (the lent H200); elsewhere they are skipped, with the reason."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (run `pytest -m gpu` on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def practice_dir():
+    from kernelvet import practice
+    return practice.HERE
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a small file into the test's temp dir and return its path."""
+    def _write(name: str, text: str) -> str:
+        path = tmp_path / name
+        path.write_text(text)
+        return os.fspath(path)
+    return _write

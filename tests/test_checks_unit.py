@@ -1,0 +1,123 @@
+"""Each check's decision on synthetic evidence, with the numbers measured on an H200
+(shared/CALIBRATION.md). Fast, no worker: the corpus tests run the real thing."""
+
+import pytest
+import torch
+
+from kernelvet.checks import REGISTRY, evaluate_all
+from kernelvet.evidence import CallRecord, Evidence
+from kernelvet.ids import ALL_CHECKS, CheckId
+from kernelvet.report import Status
+
+
+def _ev(device="cuda", **kw):
+    g = torch.Generator().manual_seed(1)
+    inputs = {k: [torch.randn(8, 8, generator=g), torch.randn(8, 8, generator=g)] for k in (1, 2, 3)}
+    refs = {k: (v[0].double() @ v[1].double()) for k, v in inputs.items()}
+    ev = Evidence(device=torch.device(device, 0) if device == "cuda" else torch.device("cpu"), device_info={},
+                  peaks=None, dtype=torch.float32, shape=(8, 8), flops=None, bytes_moved=None, inputs=inputs,
+                  refs64=refs, reference_error=1e-7, poison_words=(0x7FC01234,), enabled=frozenset(ALL_CHECKS))
+    for k, v in kw.items():
+        setattr(ev, k, v)
+    return ev
+
+
+def _timing(events_us, drain_us, null_us=11.0, n=50):
+    return {"times_ms": [events_us / 1e3] * n, "drain_ms": [drain_us / 1e3] * n,
+            "null_drain_ms": [null_us / 1e3] * 20, "mismatches": 0}
+
+
+# (events, drain) medians per rep from the H200 calibration table, microseconds.
+CALIBRATED = {
+    "torch.mm 256": (10.8, 10.4, Status.PASS),
+    "Triton GEMM 256": (12.2, 12.0, Status.PASS),
+    "synced side stream 256": (23.9, 15.8, Status.PASS),
+    "hidden stream 256": (1.3, 31.4, Status.FAIL),
+    "Triton GEMM 1024": (60.5, 12.1, Status.PASS),
+    "hidden stream 1024": (1.3, 128.7, Status.FAIL),
+    "Triton GEMM 4096": (3209, 44, Status.PASS),
+    "synced side stream 4096": (3249, 39, Status.PASS),
+    "hidden stream 4096": (101, 3303, Status.FAIL),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CALIBRATED))
+def test_streams_on_calibrated_h200_numbers(case):
+    events, drain, want = CALIBRATED[case]
+    f = REGISTRY[CheckId.STREAMS](_ev(timing=_timing(events, drain)))
+    assert f.status is want, (case, f.summary)
+
+
+def test_streams_skips_on_cpu_with_reason():
+    f = REGISTRY[CheckId.STREAMS](_ev("cpu"))
+    assert f.status is Status.SKIP and "CPU" in f.summary
+
+
+@pytest.mark.parametrize("reported_ms, judge_per_call_ms, want", [
+    (0.0134, 0.027, Status.PASS),     # honest launch-bound Triton GEMM, back-to-back host pace
+    (3.2, 3.3, Status.PASS),          # honest 4096^3
+    (0.001, 3.2, Status.FAIL),        # "0.001 ms" for a call that takes milliseconds
+    (0.64, 3.2, Status.FAIL),         # a 5x forged report
+])
+def test_timers_judge_clock(reported_ms, judge_per_call_ms, want):
+    n = 100
+    ev = _ev(timing={"times_ms": [reported_ms] * 20}, integrity=[("import", {"moved": [], "changed": {}})],
+             loop={"n": n, "judge_s": 0.01 + n * judge_per_call_ms / 1e3, "null_s": 0.01})
+    assert REGISTRY[CheckId.TIMERS](ev).status is want
+
+
+def test_timers_rebinding_names_the_clock_and_phase():
+    ev = _ev(integrity=[("import", {"moved": []}), ("fresh", {"moved": ["time.perf_counter"]})])
+    f = REGISTRY[CheckId.TIMERS](ev)
+    assert f.status is Status.FAIL and "time.perf_counter" in f.summary and f.evidence["phase"] == "fresh"
+
+
+def _fresh(ev, outputs):
+    ev.calls = [CallRecord("fresh", k, k, {"exact_tensor": True, "device": "cpu"}, out)
+                for k, out in outputs.items()]
+    return ev
+
+
+def test_identity_copy_of_an_input_fails_and_true_answer_passes():
+    ev = _ev("cpu")
+    assert REGISTRY[CheckId.IDENTITY](_fresh(ev, {k: ev.inputs[k][0].clone() for k in (1, 2, 3)})).status \
+        is Status.FAIL
+    assert REGISTRY[CheckId.IDENTITY](_fresh(ev, {k: ev.refs64[k].float() for k in (1, 2, 3)})).status \
+        is Status.PASS
+
+
+def test_identity_constant_output_ignores_its_input():
+    ev = _ev("cpu")
+    const = torch.full((8, 8), 0.125)
+    f = REGISTRY[CheckId.IDENTITY](_fresh(ev, {k: const for k in (1, 2, 3)}))
+    assert f.status is Status.FAIL and "ignores its input" in f.summary
+
+
+def test_identity_needs_three_independent_sets():
+    ev = _ev("cpu")
+    f = REGISTRY[CheckId.IDENTITY](_fresh(ev, {1: ev.refs64[1].float(), 2: ev.refs64[2].float()}))
+    assert f.status is Status.SKIP
+
+
+def test_caching_unseen_much_slower_than_seen_fails():
+    ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_ms=[0.060] * 5)
+    assert REGISTRY[CheckId.CACHING](ev).status is Status.FAIL
+    ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_ms=[0.012] * 5)
+    assert REGISTRY[CheckId.CACHING](ev).status is Status.PASS
+
+
+def test_waived_check_is_recorded_not_silenced():
+    ev = _ev("cpu", integrity=[("import", {"moved": ["time.perf_counter"], "changed": {}})])
+    findings = {f.check: f for f in evaluate_all(ev, waived=frozenset({CheckId.TIMERS}))}
+    f = findings[CheckId.TIMERS]
+    assert f.status is Status.WAIVED and f.evidence["would_be"] == "fail" and "--allow timers" in f.summary
+
+
+def test_every_check_has_exactly_one_evaluator():
+    assert set(REGISTRY) == set(ALL_CHECKS)
+
+
+def test_a_crashing_check_is_an_error_not_a_pass(monkeypatch):
+    monkeypatch.setitem(REGISTRY, CheckId.PRECISION, lambda ev: 1 / 0)
+    f = {f.check: f for f in evaluate_all(_ev("cpu"))}[CheckId.PRECISION]
+    assert f.status is Status.ERROR

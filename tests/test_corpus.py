@@ -1,0 +1,76 @@
+"""The cheat-per-check matrix on the CPU (DESIGN.md principles 7 and 9).
+
+Every CPU cheat is rejected by the checks its entry names; a `sole` cheat by exactly that one
+check, and waiving that check lets it through (the check earns its place). Every honest kernel
+passes. The CUDA half of the corpus runs in test_gpu.py on the lent H200.
+"""
+
+import pytest
+
+from kernelvet import vet
+from kernelvet.ids import ALL_CHECKS, CheckId
+from kernelvet.practice import CORPUS, entries
+from kernelvet.report import Status, Verdict
+
+CPU_CHEATS = entries("cpu", "cheat")
+CPU_HONEST = entries("cpu", "honest")
+
+
+def _vet(entry, **kw):
+    # kill_parent hangs once its parent is dead: only the deadline ends it, so keep it short.
+    timeout = 8.0 if entry.name == "kill_parent" else 120.0
+    return vet(entry.path, entry.problem_ref, device="cpu", timeout=timeout, **kw)
+
+
+def _failed(report):
+    return {f.check for f in report.findings if f.status is Status.FAIL}
+
+
+@pytest.mark.parametrize("entry", CPU_CHEATS, ids=lambda e: e.name)
+def test_cheat_is_rejected_by_its_checks(entry):
+    report = _vet(entry)
+    failed = _failed(report)
+    assert report.verdict is Verdict.REJECT, report.dumps()
+    if entry.sole:
+        assert failed == set(entry.catches), [f.summary for f in report.failed]
+    else:
+        assert set(entry.catches) <= failed, [f.summary for f in report.failed]
+
+
+@pytest.mark.parametrize("entry", [e for e in CPU_CHEATS if e.sole and CheckId.WORKER not in e.catches],
+                         ids=lambda e: e.name)
+def test_waiving_the_one_check_lets_the_cheat_through(entry):
+    """Ablation: the check is the only thing standing between this cheat and a pass."""
+    report = _vet(entry, allow=sorted(entry.catches, key=str))
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    for cid in entry.catches:
+        assert report.finding(cid).status is Status.WAIVED
+
+
+@pytest.mark.parametrize("entry", CPU_HONEST, ids=lambda e: e.name)
+def test_honest_kernel_passes(entry):
+    report = _vet(entry)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert report.timing is not None and report.timing.median_ms > 0
+
+
+def test_every_check_has_a_cheat_only_it_catches():
+    sole = {next(iter(e.catches)) for e in CORPUS if e.kind == "cheat" and e.sole}
+    assert sole == set(ALL_CHECKS)
+
+
+def test_every_cpu_checkable_check_has_a_cpu_cheat_only_it_catches():
+    """Streams do not exist on the CPU; and unpainted CPU memory is recycled garbage, which
+    precision and determinism see as well (skip_negligible's note), so unwritten-output's sole
+    cheat is the CUDA one, where the caching allocator hands back yesterday's answer intact."""
+    sole = {next(iter(e.catches)) for e in CPU_CHEATS if e.sole}
+    assert sole == set(ALL_CHECKS) - {CheckId.STREAMS, CheckId.UNWRITTEN_OUTPUT}
+
+
+def test_corpus_files_exist_and_say_their_pattern():
+    for e in CORPUS:
+        with open(e.path) as fh:
+            text = fh.read()
+        assert text.startswith('"""'), e.name
+        if e.kind == "cheat":
+            assert "Which check" in text and "Mechanism" in text, e.name

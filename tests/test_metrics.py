@@ -1,0 +1,91 @@
+"""The numbers the checks decide on, against the H200 calibration (shared/CALIBRATION.md):
+honest float32 in any summation order passes; TF32, float16 and bfloat16 operands fail."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from kernelvet import metrics
+
+
+def _matmul64(a, b):
+    return a.double() @ b.double()
+
+
+def _tf32(x):
+    return (x.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+THIN = {"tf32": _tf32, "float16": lambda x: x.half().float(), "bfloat16": lambda x: x.bfloat16().float()}
+
+
+@pytest.mark.parametrize("n", [64, 256, 512])
+@pytest.mark.parametrize("fmt", sorted(THIN))
+def test_thin_formats_exceed_the_float32_bound(n, fmt):
+    g = torch.Generator().manual_seed(n)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    ref = _matmul64(a, b)
+    out = (THIN[fmt](a) @ THIN[fmt](b)).float()
+    err = metrics.rel_error(out, ref)
+    assert err > 5 * metrics.tolerance(torch.float32, None), (fmt, err)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.sampled_from([16, 64, 128, 256]), k=st.sampled_from([8, 64, 512]), order=st.sampled_from(["fwd", "rev", "pairwise", "blocked"]))
+def test_any_honest_float32_order_passes(n, k, order):
+    g = torch.Generator().manual_seed(n * 7 + k)
+    a, b = torch.randn(n, k, generator=g), torch.randn(k, n, generator=g)
+    prods = a[:, :, None] * b[None, :, :]          # float32 products
+    if order == "fwd":
+        out = torch.zeros(n, n)
+        for j in range(k):
+            out += prods[:, j]
+    elif order == "rev":
+        out = torch.zeros(n, n)
+        for j in reversed(range(k)):
+            out += prods[:, j]
+    elif order == "pairwise":
+        out = prods.sum(1)
+    else:
+        out = sum(prods[:, j:j + 8].sum(1) for j in range(0, k, 8))
+    err = metrics.rel_error(out, _matmul64(a, b))
+    assert err < metrics.tolerance(torch.float32, None) / 5, err
+
+
+def test_nonfinite_output_is_infinite_error():
+    ref = torch.ones(4, dtype=torch.float64)
+    assert metrics.rel_error(torch.tensor([1.0, float("nan"), 1.0, 1.0]), ref) == math.inf
+
+
+def test_reference_slack_widens_the_bound_for_ill_conditioned_ops():
+    assert metrics.tolerance(torch.float32, 1e-4) == pytest.approx(8e-4)
+    assert metrics.tolerance(torch.float32, 1e-9) == metrics.TOLERANCE[torch.float32]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_poison_words_are_nans_with_a_payload(dtype):
+    for rand in (0, 1, 12345, 2**63 - 1):
+        word = metrics.nan_poison_word(dtype, rand)
+        width = torch.tensor([], dtype=dtype).element_size()
+        ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[width]
+        value = torch.tensor([word], dtype=ints).view(dtype)
+        assert torch.isnan(value).all()
+        canonical = torch.tensor([float("nan")], dtype=dtype).view(ints).item()
+        assert word != canonical  # arithmetic NaNs never carry the secret payload
+
+
+def test_poison_count_counts_exact_bit_patterns():
+    word = metrics.nan_poison_word(torch.float32, 99)
+    out = torch.randn(100)
+    out.view(torch.int32)[:7] = word
+    out[50] = float("nan")
+    assert metrics.poison_count(out, (word,)) == 7
+
+
+def test_ulp_stats_of_honest_float32_are_small():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(128, 128, generator=g), torch.randn(128, 128, generator=g)
+    stats = metrics.ulp_stats(a @ b, _matmul64(a, b), torch.float32)
+    assert stats["ulp_median"] < 50
