@@ -74,3 +74,19 @@ def test_corpus_files_exist_and_say_their_pattern():
         assert text.startswith('"""'), e.name
         if e.kind == "cheat":
             assert "Which check" in text and "Mechanism" in text, e.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["triton_gemm_ieee", "triton_softmax"])
+def test_triton_kernels_pass_on_cpu_under_the_interpreter(name, monkeypatch):
+    """The CUDA honest kernels' Triton code, run by Triton's interpreter through the whole harness."""
+    from kernelvet import spawn
+    from kernelvet.practice import by_name
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    launcher = spawn.Launcher()   # the environment is fixed when a launcher starts
+    try:
+        entry = by_name(name)
+        report = vet(entry.path, entry.problem_ref, device="cpu", launcher=launcher)
+    finally:
+        launcher.close()
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]

@@ -156,7 +156,6 @@ FOUND = [
     ("import ctypes\nlib = ctypes.CDLL('libcublas.so.12')\n", "cublas-link", 2, "string"),
     ("import ctypes\nlib = ctypes.CDLL(name)\nlib.cublasSgemm_v2(h)\n", "cublasSgemm_v2", 3, "call"),
     # third-party wrappers over the same op
-    ("import einops\ny = einops.einsum(a, b, 'i k, k j -> i j')\n", "torch.einsum", 2, "call"),
 ]
 
 
@@ -167,6 +166,9 @@ def test_spelling_is_found(source, op, line, how):
 
 # Each must produce no hit at all.
 CLEAN = [
+    # A function of a module the candidate imports is that module's own (the aten trace sees what it calls).
+    "from kernelvet.practice import kernels\nc = kernels.matmul(a, b)\n",
+    "import einops\ny = einops.einsum(a, b, 'i k, k j -> i j')\n",
     "import triton.language as tl\nacc += tl.dot(a, b)\n",
     "import triton\nacc = triton.language.dot(a, b)\n",
     "acc = tl.dot(a, b)\n",                                   # tl never imported: still Triton's

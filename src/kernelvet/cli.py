@@ -30,6 +30,16 @@ def _shape(text: str) -> tuple[int, ...]:
     return dims
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value <= 86400:  # also rejects nan; inf or huge values overflow the worker's select()
+        raise argparse.ArgumentTypeError(f"must be positive and at most 86400 seconds, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kernelvet", description="Tell a GPU kernel from a prop.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -42,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
     c.add_argument("--json", metavar="PATH", help="write the report as JSON")
     c.add_argument("--seed", type=int, help="fixed seed (default: a fresh secret one per run)")
-    c.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole candidate (default 300)")
+    c.add_argument("--timeout", type=_seconds, default=300.0, help="seconds for the whole candidate (default 300)")
     c.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
                    help="waive a check (recorded in the report); repeatable")
     c.add_argument("--verbose", action="store_true", help="print the phase breakdown and candidate output")
@@ -79,6 +89,10 @@ def _cmd_show(args) -> int:
         raise UsageError(f"{args.report}: cannot read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{args.report}:{exc.lineno}: not a JSON report: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{args.report}: not a JSON report: not UTF-8 text (byte {exc.start})") from None
+    if not isinstance(data, dict) or "verdict" not in data:
+        raise UsageError(f"{args.report}: not a kernelvet report: expected a JSON object with a \"verdict\"")
     render.report_json(data)
     return {"pass": 0, "reject": 1}.get(data.get("verdict"), 3)
 

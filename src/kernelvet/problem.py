@@ -64,11 +64,7 @@ class Problem:
 
     def build_model(self, init: list, weight_seed: int) -> torch.nn.Module:
         torch.manual_seed(weight_seed)
-        try:
-            return self.module.Model(*init)
-        except Exception as exc:
-            raise UsageError(f"{self._where()}: Model(*get_init_inputs()) failed: "
-                             f"{type(exc).__name__}: {exc}") from None
+        return kernelbench.call_user(lambda: self.module.Model(*init), self._where(), "Model(*get_init_inputs())")
 
 
 def reference64(model: torch.nn.Module, inputs: list, device: str) -> torch.Tensor:

@@ -12,8 +12,10 @@ The candidate is parsed with `ast`, never imported or run. What counts as "reach
   `operator.attrgetter` / `methodcaller`, `operator.matmul`; strings are constant-folded.
 * a method named like a forbidden op on a receiver the scan cannot resolve (`x.mm(y)`, `x.__matmul__`),
   whatever that receiver is, except the candidate's own things: `self.<name>` where the file binds
-  that name on a class or on `self`, and modules built by `load_inline`/`load` (their C++ is
-  scanned as text instead).
+  that name on a class or on `self`, modules built by `load_inline`/`load` (their C++ is scanned
+  as text instead), and modules the file imports: `mykernels.matmul(a, b)` names the module's own
+  function, resolved by path like everything imported (what it calls at run time is the aten
+  trace's to see).
 * the `@` / `@=` operators, and imports of a forbidden op or BLAS module.
 * string literals (also constant concatenations) scanned as C/C++ text for cuBLAS/cuBLASLt/cuDNN/
   CUTLASS/rocBLAS/hipBLAS symbols, ATen calls (`at::mm`, `torch::matmul`, `x.mm(` in C++-looking
@@ -645,7 +647,7 @@ class _Scanner:
         if idx < 0:
             return None
         name, receiver, receiver_paths = members[idx]
-        if receiver_paths and all(p.split(".")[0] in _TRUSTED_ROOTS for p in receiver_paths):
+        if receiver_paths:  # resolved through an import: decided by its path, not by its name
             return None
         if receiver is not None and self._is_own(receiver, name):
             return None

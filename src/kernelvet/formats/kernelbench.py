@@ -72,7 +72,7 @@ def load_reference(path: str) -> types.ModuleType:
     module.__file__ = os.path.abspath(path)
     try:
         exec(code, module.__dict__)
-    except Exception as exc:  # the problem's own failure: say where, in one line
+    except (Exception, SystemExit) as exc:  # the problem's own failure: say where, in one line
         raise UsageError(f"{path}:{_user_line(exc, path)}: importing the problem failed: "
                          f"{type(exc).__name__}: {exc}") from None
     missing = [n for n in REQUIRED if not callable(getattr(module, n, None))]
@@ -97,5 +97,5 @@ def call_user(fn, path: str, what: str):
     """Call a problem-file function; its failure is a UsageError naming file and line."""
     try:
         return fn()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise UsageError(f"{path}:{_user_line(exc, path)}: {what} failed: {type(exc).__name__}: {exc}") from None
