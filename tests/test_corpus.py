@@ -31,13 +31,13 @@ def test_cheat_is_rejected_by_its_checks(entry):
     report = _vet(entry)
     failed = _failed(report)
     assert report.verdict is Verdict.REJECT, report.dumps()
-    if entry.sole:
+    if entry.sole("cpu"):
         assert failed == set(entry.catches), [f.summary for f in report.failed]
     else:
         assert set(entry.catches) <= failed, [f.summary for f in report.failed]
 
 
-@pytest.mark.parametrize("entry", [e for e in CPU_CHEATS if e.sole and CheckId.WORKER not in e.catches],
+@pytest.mark.parametrize("entry", [e for e in CPU_CHEATS if e.sole("cpu") and CheckId.WORKER not in e.catches],
                          ids=lambda e: e.name)
 def test_waiving_the_one_check_lets_the_cheat_through(entry):
     """Ablation: the check is the only thing standing between this cheat and a pass."""
@@ -55,16 +55,14 @@ def test_honest_kernel_passes(entry):
 
 
 def test_every_check_has_a_cheat_only_it_catches():
-    sole = {next(iter(e.catches)) for e in CORPUS if e.kind == "cheat" and e.sole}
+    sole = {next(iter(e.catches)) for e in CORPUS if e.kind == "cheat" and e.sole_on}
     assert sole == set(ALL_CHECKS)
 
 
 def test_every_cpu_checkable_check_has_a_cpu_cheat_only_it_catches():
-    """Streams do not exist on the CPU; and unpainted CPU memory is recycled garbage, which
-    precision and determinism see as well (skip_negligible's note), so unwritten-output's sole
-    cheat is the CUDA one, where the caching allocator hands back yesterday's answer intact."""
-    sole = {next(iter(e.catches)) for e in CPU_CHEATS if e.sole}
-    assert sole == set(ALL_CHECKS) - {CheckId.STREAMS, CheckId.UNWRITTEN_OUTPUT}
+    """Streams do not exist on the CPU; every other check has a CPU cheat of its own."""
+    sole = {next(iter(e.catches)) for e in CPU_CHEATS if e.sole("cpu")}
+    assert sole == set(ALL_CHECKS) - {CheckId.STREAMS}
 
 
 def test_corpus_files_exist_and_say_their_pattern():

@@ -32,13 +32,13 @@ def test_cuda_cheat_is_rejected(entry):
     report = _vet(entry)
     failed = _failed(report)
     assert report.verdict is Verdict.REJECT, report.dumps()
-    if entry.sole:
+    if entry.sole("cuda"):
         assert failed == set(entry.catches), [f.summary for f in report.failed]
     else:
         assert set(entry.catches) <= failed, [f.summary for f in report.failed]
 
 
-@pytest.mark.parametrize("entry", [e for e in CUDA_CHEATS if e.sole and CheckId.WORKER not in e.catches],
+@pytest.mark.parametrize("entry", [e for e in CUDA_CHEATS if e.sole("cuda") and CheckId.WORKER not in e.catches],
                          ids=lambda e: e.name)
 def test_cuda_ablation(entry):
     report = _vet(entry, allow=sorted(entry.catches, key=str))

@@ -43,6 +43,8 @@ class Evidence:
     timing: dict | None = None              # the worker's `timed` body for the seen sets
     unseen_ms: list[float] = dataclasses.field(default_factory=list)
     loop: dict | None = None                # n, judge seconds for the candidate and the null call
+    probe: dict | None = None               # the ordering probe's answer (CUDA)
+    output_arg: int | None = None           # input index that is a problem-supplied output buffer
     aten_ops: frozenset[str] | None = None
     forbidden: frozenset[str] = frozenset()
     source_hits: list = dataclasses.field(default_factory=list)

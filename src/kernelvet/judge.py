@@ -43,7 +43,7 @@ class Settings:
     flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2
 
 
-_WARMUP, _OVERWRITE = 0, 1000
+_WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
 
 
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
@@ -68,13 +68,13 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     weight_seed = rng.getrandbits(63)
     fresh = list(range(1, 1 + settings.fresh_sets))
     unseen = list(range(100, 100 + settings.unseen_sets))
-    keys = [_WARMUP, *fresh, _OVERWRITE, *unseen]
+    keys = [_WARMUP, *fresh, _OVERWRITE, _PROBE, *unseen]
     key_seeds = {k: rng.getrandbits(63) for k in keys}
 
     init = prob.init_inputs()
     model = prob.build_model(init, weight_seed)
     values = {k: prob.draw_inputs(key_seeds[k]) for k in keys}
-    _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]])
+    _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
     ref_device = dev
     try:
         refs64 = {k: reference64(model, values[k], ref_device).cpu() for k in keys}
@@ -118,6 +118,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         ev.source_hits = []
 
     t0 = time.monotonic()
+    ev.output_arg = prob.output_arg
     output = _run_candidate(ev, launcher, candidate, entry, init, weight_seed, values, fresh, unseen, settings,
                             poison, flush_bytes, deadline=time.monotonic() + timeout, phases=phases)
     phases["candidate"] = time.monotonic() - t0
@@ -153,9 +154,9 @@ def _parse_allow(allow) -> frozenset[CheckId]:
     return frozenset(out)
 
 
-def _check_inputs_vary(prob: Problem, a: list, b: list) -> None:
-    ta = [x for x in a if isinstance(x, torch.Tensor) and x.is_floating_point()]
-    tb = [x for x in b if isinstance(x, torch.Tensor) and x.is_floating_point()]
+def _check_inputs_vary(prob: Problem, a: list, b: list, output_arg: int | None) -> None:
+    ta = [x for i, x in enumerate(a) if isinstance(x, torch.Tensor) and x.is_floating_point() and i != output_arg]
+    tb = [x for i, x in enumerate(b) if isinstance(x, torch.Tensor) and x.is_floating_point() and i != output_arg]
     if ta and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb)):
         raise UsageError(f"{prob.path or prob.name}: get_inputs() returned the same values under two different "
                          "seeds; inputs must be drawn from torch's random generator")
@@ -176,11 +177,12 @@ def _decode_output(msg) -> torch.Tensor | None:
     return codec.from_blob(msg.tensors[0]) if msg.tensors else None
 
 
-def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, flush_bytes):
+def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, flush_bytes,
+               output_arg=None):
     layout, blobs = _encode_set(init)
     body = {"target": target, "device": str(dev), "weight_seed": weight_seed, "init": layout,
             "poison": poison, "paint": paint, "settle_s": settings.settle_s, "out_nbytes": out_nbytes,
-            "flush_bytes": flush_bytes}
+            "flush_bytes": flush_bytes, "output_arg": output_arg}
     return body, blobs
 
 
@@ -201,7 +203,7 @@ def _run_reference(launcher, prob, dev, init, weight_seed, values, fresh, refs64
         ref_bytes = refs64[fresh[0]].numel() * 8
         poison = {"word": 0, "width": 1, "malloc_byte": 0}
         body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init, poison, False,
-                                 settings, ref_bytes, flush_bytes)
+                                 settings, ref_bytes, flush_bytes, prob.output_arg)
         w.request("load", body, blobs)
         for k in fresh:
             layout, blobs = _encode_set(values[k])
@@ -231,7 +233,8 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
     out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
     max_blob = max(1 << 20, 64 * out_nbytes)
     w = spawn.WorkerHandle(launcher, deadline)
-    set_values = {k: k for k in [_WARMUP, *fresh, *unseen]}
+    set_values = {k: k for k in [_WARMUP, *fresh, _PROBE, *unseen]}
+    probe = ev.device.type == "cuda" and CheckId.STREAMS in on
 
     def record(phase, set_id, msg):
         ev.integrity.append((phase, msg.body.get("integrity", {})))
@@ -246,11 +249,11 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
         w.hello()
         body, blobs = _load_body({"kind": "candidate", "path": os.path.abspath(candidate), "entry": entry},
                                  ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in on, settings,
-                                 out_nbytes, flush_bytes)
+                                 out_nbytes, flush_bytes, ev.output_arg)
         record("import", None, w.request("load", body, blobs))
         phases["import"] = time.monotonic() - t0
         ev.reached.add("load")
-        for k in [_WARMUP, *fresh, *unseen]:
+        for k in [_WARMUP, *fresh, *([_PROBE] if probe else []), *unseen]:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
 
@@ -272,6 +275,8 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
             set_values[a] = _OVERWRITE
             call("overwrite", a, deep_paint=True)
             ev.reached.add("overwrite")
+        if probe:
+            ev.probe = _ordering_probe(w, ev, _PROBE, max_blob, record)
         phases["checks"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -300,6 +305,24 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
         w.close()
         w.cleanup()
     return text
+
+
+def _ordering_probe(w, ev: Evidence, set_id, max_blob, record) -> dict:
+    """Hold the caller's stream in a sleep long enough to outlast the call's host work (retry once
+    longer if the call outlasted it), and see whether the output was finished anyway."""
+    longest = max((c.meta.get("wall_s", 0.0) for c in ev.calls if c.meta), default=0.0) * 1e3
+    sleep_ms = min(max(10.0, 4 * longest), 500.0)
+    body = {}
+    for _ in range(2):
+        msg = record("probe", set_id, w.request("probe", {"set": set_id, "sleep_ms": sleep_ms},
+                                                max_blob_bytes=max_blob))
+        body = msg.body
+        if msg.tensors:
+            ev.calls.append(CallRecord("probe", set_id, set_id, {}, codec.from_blob(msg.tensors[0])))
+        if body.get("conclusive") or body.get("why") == "output is not a tensor":
+            break
+        sleep_ms = min(sleep_ms * 4, 2000.0)
+    return dict(body)
 
 
 def _judge_clocked_loop(w, ev: Evidence, set_id, settings: Settings, max_blob, record) -> dict:

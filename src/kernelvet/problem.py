@@ -30,6 +30,7 @@ class Problem:
     flops: float | None = None
     bytes_moved: float | None = None
     forbidden: frozenset[str] | None = None   # None: derive from the ops the reference dispatches
+    output_arg: int | None = None             # index of an input that is the output buffer (OUTPUT_ARG)
 
     def to_json(self) -> dict:
         return {"name": self.name, "source": self.path or "builtin", "flops": self.flops,
@@ -106,8 +107,11 @@ def load_problem(ref: str, shape: tuple[int, ...] | None = None, dtype: str | No
         raise UsageError("--shape and --dtype apply to built-in problems; a problem file sets its own")
     mod = kernelbench.load_reference(ref)
     path = os.path.abspath(ref)
+    output_arg = getattr(mod, "OUTPUT_ARG", None)
+    if output_arg is not None and (type(output_arg) is not int or output_arg < 0):
+        raise UsageError(f"{ref}: OUTPUT_ARG must be the index of the output-buffer input, got {output_arg!r}")
     return Problem(os.path.basename(ref), {"kind": "file", "path": path}, mod, path,
-                   getattr(mod, "FLOPS", None), getattr(mod, "BYTES", None))
+                   getattr(mod, "FLOPS", None), getattr(mod, "BYTES", None), output_arg=output_arg)
 
 
 def load_reference_module(spec: dict):

@@ -29,12 +29,13 @@ from .problem import load_reference_module
 # Requests the judge may send, and the body fields each may carry.
 REQUESTS = {
     "load": frozenset({"target", "device", "weight_seed", "init", "poison", "paint", "settle_s",
-                       "out_nbytes", "flush_bytes"}),
+                       "out_nbytes", "flush_bytes", "output_arg"}),
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
     "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "null_reps"}),
     "loop": frozenset({"set", "n", "null"}),
+    "probe": frozenset({"set", "sleep_ms"}),
     "release": frozenset({"empty_cache"}),
     "integrity": frozenset(),
     "bye": frozenset(),
@@ -165,6 +166,9 @@ class Worker:
         self.settle_s = 0.05
         self.flush_buf = None
         self.calls = 0
+        self.output_arg: int | None = None
+        self.out_buffers: dict[int, torch.Tensor] = {}   # set -> whole buffer, guard bands included
+        self.probe_stream = None
 
     # -- plumbing -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -210,10 +214,12 @@ class Worker:
         self.poison = {k: int(v) for k, v in b["poison"].items()}
         self.out_nbytes = int(b["out_nbytes"])
         self.settle_s = float(b["settle_s"])
+        self.output_arg = b.get("output_arg")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # CUDA context now, not inside the candidate's first call
             self.flush_buf = self.bound.empty(max(int(b["flush_bytes"]), 1), dtype=torch.uint8, device=self.device)
+            self.probe_stream = torch.cuda.Stream(device=self.device)
         elif self.paint:
             _malloc_perturb(self.poison["malloc_byte"])
         init = _decode_values(b["init"], msg.tensors)
@@ -240,10 +246,33 @@ class Worker:
 
     def _do_inputs(self, msg):
         values = _decode_values(msg.body["layout"], msg.tensors)
-        self.sets[int(msg.body["set"])] = [v.to(self.device) if isinstance(v, torch.Tensor) else v
-                                           for v in values]
+        s = int(msg.body["set"])
+        placed = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+        if self.output_arg is not None and isinstance(placed[self.output_arg], torch.Tensor):
+            # The problem passes an output buffer: give it guard bands on both sides, so that a
+            # write past either end shows, and keep the whole allocation to paint it.
+            out = placed[self.output_arg]
+            whole = self.bound.empty(out.numel() + 2 * GUARD, dtype=out.dtype, device=self.device)
+            placed[self.output_arg] = whole[GUARD:GUARD + out.numel()].view(out.shape)
+            self.bound.copy_(placed[self.output_arg], out)
+            self.out_buffers[s] = whole
+        self.sets[s] = placed
         self._sync()
         return "ok", {}, []
+
+    def _paint_out_buffer(self, s: int) -> None:
+        whole = self.out_buffers.get(s)
+        if whole is not None and self.paint:
+            self.bound.fill_(self.bound.view(whole, _INT_OF_WIDTH[whole.element_size()]), self.poison["word"])
+
+    def _guard_overrun(self, s: int) -> int:
+        """Guard elements no longer holding poison: the call wrote outside its output buffer."""
+        whole = self.out_buffers.get(s)
+        if whole is None or not self.paint:
+            return 0
+        bits = self.bound.view(whole, _INT_OF_WIDTH[whole.element_size()])
+        guards = torch.cat([bits[:GUARD], bits[-GUARD:]])
+        return int((guards != self.poison["word"]).sum().item())
 
     def _do_overwrite(self, msg):
         """New values into the very same storages (same data_ptr): a pointer-keyed cache goes stale."""
@@ -263,10 +292,13 @@ class Worker:
 
     def _do_call(self, msg):
         """One observed call: threads, type, stability, inputs, and the output itself."""
-        inputs = self.sets[int(msg.body["set"])]
-        before_inputs = [self.bound.clone(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+        s = int(msg.body["set"])
+        inputs = self.sets[s]
+        before_inputs = [self.bound.clone(t) if isinstance(t, torch.Tensor) and i != self.output_arg else None
+                         for i, t in enumerate(inputs)]
         if self.paint:
             self._paint(deep=bool(msg.body.get("deep_paint")))
+            self._paint_out_buffer(s)
         self._sync()
         py_before = {t.ident for t in self.bound.enumerate()}
         native_before, kids_before = _native_threads(), _children()
@@ -304,6 +336,7 @@ class Worker:
             ev["device"] = str(getattr(result, "device", "?"))
         ev["inputs_changed"] = [i for i, (a, b) in enumerate(zip(before_inputs, inputs))
                                 if isinstance(a, torch.Tensor) and not _same_bits(self.bound, a, b)]
+        ev["guard_overrun"] = self._guard_overrun(s)
         ev["py_threads_after_settle"] = len({t.ident for t in self.bound.enumerate()} - py_before)
         blob = codec.to_blob(result)
         return "output", ev, [blob]
@@ -356,8 +389,50 @@ class Worker:
         null_drains = rec.null_drains(int(b["null_reps"])) if self.device.type == "cuda" else []
         body = {"times_ms": rec.times, "drain_ms": rec.drains, "null_drain_ms": null_drains, "order": rec.order,
                 "unseen_ms": rec.unseen_times, "mismatches": rec.mismatches, "non_tensor": rec.non_tensor,
+                "overruns": rec.overruns,
                 "first_sets": sorted(rec.first)}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
+
+    def _do_probe(self, msg):
+        """Was the output computed in the caller stream's order? (CUDA)
+
+        The caller's stream is held in a sleep while the candidate is called, and a stream of the
+        harness copies the output before the sleep ends. Work ordered after the caller's stream
+        (the stream itself, or side streams that wait on it) cannot have run yet; work launched on
+        a stream nobody ordered runs at once, and its finished output is already there.
+        """
+        s = int(msg.body["set"])
+        inputs = self.sets[s]
+        if self.paint:
+            self._paint(deep=False)
+            self._paint_out_buffer(s)
+        self._sync()
+        bound = self.bound
+        clock_khz = getattr(torch.cuda.get_device_properties(self.device), "clock_rate", 0) or 1_500_000
+        sleep_ms = float(msg.body["sleep_ms"])
+        torch.cuda._sleep(int(sleep_ms * clock_khz))
+        gate = bound.Event()
+        bound.ev_record(gate)
+        out = self._run_candidate("probed call", self.fn, *inputs)
+        if type(out) is not torch.Tensor:
+            self._sync()
+            return "probed", {"conclusive": False, "why": "output is not a tensor"}, []
+        with torch.cuda.stream(self.probe_stream):
+            early = bound.clone(out)
+            seen = bound.Event()
+            bound.ev_record(seen)
+        bound.ev_sync(seen)
+        conclusive = not gate.query()   # the caller's stream is still asleep: nothing ordered after it ran
+        self._sync()
+        final = out.detach()
+        mask = torch.isfinite(final) & (final != 0)
+        same = (self.bound.view(early.contiguous(), _INT_OF_WIDTH[early.element_size()])
+                == self.bound.view(final.contiguous(), _INT_OF_WIDTH[final.element_size()])) & mask
+        total = int(mask.sum().item())
+        body = {"conclusive": conclusive, "sleep_ms": sleep_ms, "early_fraction": same.sum().item() / max(total, 1),
+                "compared": total,
+                "why": "" if conclusive else "the call waited for the device (it synchronised), so order cannot be seen"}
+        return "probed", body, [codec.to_blob(final)]
 
     def _do_loop(self, msg):
         """N back-to-back calls ending in a device-wide sync; the judge's clock brackets this."""
@@ -392,7 +467,7 @@ class _Reps:
         self.cuda = worker.device.type == "cuda"
         self.first: dict[int, torch.Tensor] = {}
         self.times, self.drains, self.order, self.unseen_times = [], [], [], []
-        self.mismatches = self.non_tensor = 0
+        self.mismatches = self.non_tensor = self.overruns = 0
         if self.cuda:
             self.start = worker.bound.Event(enable_timing=True)
             self.end = worker.bound.Event(enable_timing=True)
@@ -402,6 +477,7 @@ class _Reps:
         inputs = w.sets[s]
         if w.paint:
             w._paint(deep=False)
+            w._paint_out_buffer(s)
         if self.cuda:
             bound.zero_(w.flush_buf)
             bound.ev_record(self.start)
@@ -427,6 +503,7 @@ class _Reps:
                 self.drains.append(drain)
         else:
             self.unseen_times.append(ms)
+        self.overruns += w._guard_overrun(s) > 0
         if type(out) is not torch.Tensor:
             self.non_tensor += 1
         elif s not in self.first:
@@ -452,6 +529,7 @@ def _null_call(*args):
 
 
 _INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+GUARD = 4096   # elements of guard band on each side of a problem-supplied output buffer
 
 
 def _same_bits(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> bool:

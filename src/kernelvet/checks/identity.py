@@ -26,7 +26,7 @@ def evaluate(ev) -> Finding:
     for c in recs:
         ref = ev.refs64[c.values_of]
         for i, x in enumerate(ev.inputs[c.values_of]):
-            if not isinstance(x, torch.Tensor) or x.numel() != c.output.numel() or not x.is_floating_point():
+            if i == ev.output_arg or not isinstance(x, torch.Tensor) or x.numel() != c.output.numel() or not x.is_floating_point():
                 continue
             d_out, d_ref = rel_distance(c.output, x), rel_distance(ref, x)
             if d_ref > 1e-12 and d_out <= RATIO * d_ref:

@@ -15,7 +15,7 @@ from ._common import not_reached
 
 
 def evaluate(ev) -> Finding:
-    recs = ev.records("warmup", "fresh")
+    recs = ev.records("warmup", "fresh", "probe")
     if not recs:
         return not_reached(CheckId.PRECISION)
     tol = metrics.tolerance(ev.dtype, ev.reference_error)

@@ -4,7 +4,13 @@ Two clocks per timed rep, the way the reported time is taken: events on the call
 and then the host time of a device-wide synchronize (the drain). The drain of a rep with no call
 is calibrated away, so honest launch-bound kernels do not trip it. Work hidden on another stream
 shows as drain time: reject when it exceeds half the event time (the spec's 1.5x) and the noise
-floor. A side stream the caller's stream waits on is inside the events and passes."""
+floor. A side stream the caller's stream waits on is inside the events and passes.
+
+At small sizes hidden work can finish inside the host's launch gaps, where no clock sees it, so
+a second witness asks about order, not time: the worker holds the caller's stream in a sleep,
+calls the candidate, and copies the output on a stream of its own before the sleep ends. Work
+ordered after the caller's stream cannot have run yet; an output already finished was computed
+on a stream the caller never waited on."""
 
 from __future__ import annotations
 
@@ -16,11 +22,18 @@ from ._common import not_reached
 
 RATIO = 0.5
 FLOOR_MS = 0.008   # medians of the no-call drain vary by a few microseconds (9.5-13.6 us on an H200)
+EARLY_FRACTION = 0.5
 
 
 def evaluate(ev) -> Finding:
     if ev.device.type != "cuda":
         return Finding(CheckId.STREAMS, Status.SKIP, "no streams on the CPU: host timing waits for all work")
+    p = ev.probe or {}
+    if p.get("conclusive") and p.get("early_fraction", 0) > EARLY_FRACTION:
+        return Finding(CheckId.STREAMS, Status.FAIL,
+                       f"{100 * p['early_fraction']:.0f}% of the output was already computed while the caller's "
+                       f"stream was still {p['sleep_ms']:.0f} ms short of the call: the work ran on a stream the "
+                       "caller never waited on", {"probe": p})
     t = ev.timing or {}
     if not t.get("drain_ms") or not t.get("null_drain_ms"):
         return not_reached(CheckId.STREAMS)
@@ -29,7 +42,8 @@ def evaluate(ev) -> Finding:
     base = statistics.median(t["null_drain_ms"])
     hidden = drain - base
     evidence = {"events_median_ms": events, "drain_median_ms": drain, "drain_baseline_ms": base,
-                "hidden_ms": hidden, "ratio": (events + max(hidden, 0)) / events if events > 0 else None}
+                "hidden_ms": hidden, "ratio": (events + max(hidden, 0)) / events if events > 0 else None,
+                "probe": p}
     if hidden > RATIO * events and hidden > FLOOR_MS:
         return Finding(CheckId.STREAMS, Status.FAIL,
                        f"{hidden:.4g} ms of device work per call outlived the caller's stream events "

@@ -2,8 +2,10 @@
 
 Before each call the worker paints the memory the allocator will hand out with a secret poison
 (CUDA: a NaN with a random payload in every free cached block; CPU: glibc's perturb byte in every
-malloc). An output element still holding that bit pattern was never written: a kernel that
-launched nothing and hoped the allocator would hand back yesterday's answer."""
+malloc; a problem-supplied output buffer is painted too, with guard bands on both sides). An
+output element still holding that bit pattern was never written: a kernel that launched nothing
+and hoped the buffer or the allocator would hand back yesterday's answer. A guard element that
+lost its poison was written past the end of the buffer."""
 
 from __future__ import annotations
 
@@ -18,6 +20,12 @@ def evaluate(ev) -> Finding:
     if not recs:
         return not_reached(CheckId.UNWRITTEN_OUTPUT)
     words = [f"{w & ((1 << 64) - 1):#x}" for w in ev.poison_words]
+    overruns = [(c.phase, c.meta["guard_overrun"]) for c in ev.calls if c.meta.get("guard_overrun")]
+    if overruns or (ev.timing or {}).get("overruns"):
+        phase, n = overruns[0] if overruns else ("timed", ev.timing["overruns"])
+        return Finding(CheckId.UNWRITTEN_OUTPUT, Status.FAIL,
+                       f"the {phase} call wrote {n} elements into the guard bands around its output buffer",
+                       {"phase": phase, "guard_elements_written": n})
     for c in recs:
         n = poison_count(c.output, ev.poison_words)
         if n:

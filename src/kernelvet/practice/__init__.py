@@ -26,8 +26,11 @@ class Entry:
     problem: str                # built-in name or a file in practice/problems
     devices: tuple[str, ...]    # where the entry can exist: "cpu", "cuda"
     catches: frozenset = frozenset()   # checks that must fire
-    sole: bool = False                 # exactly `catches` fires, and waiving it lets the cheat through
+    sole_on: tuple[str, ...] = ()      # devices where exactly `catches` fires, and waiving it lets it through
     note: str = ""
+
+    def sole(self, device: str) -> bool:
+        return device in self.sole_on
 
     @property
     def path(self) -> str:
@@ -46,10 +49,12 @@ PATTERN_NAMES = {1: "streams", 2: "threads", 3: "lazy-eq", 4: "timers", 5: "iden
 BOTH = ("cpu", "cuda")
 
 
-def _cheat(name, pattern, problem, devices, *catches, note=""):
-    """A cheat caught by one check alone (`sole`), or, with a note saying why, by several."""
+def _cheat(name, pattern, problem, devices, *catches, note="", sole_on=None):
+    """A cheat caught by one check alone (on `sole_on`, default: everywhere it exists unless a note
+    explains why more checks fire), or, with a note saying why, by several."""
     pname = PATTERN_NAMES.get(pattern, "harness")
-    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), not note, note)
+    sole = sole_on if sole_on is not None else (() if note else devices)
+    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), tuple(sole), note)
 
 
 def _honest(name, problem, devices):
@@ -58,24 +63,30 @@ def _honest(name, problem, devices):
 
 CORPUS: tuple[Entry, ...] = (
     _cheat("hidden_stream", 1, "matmul", ("cuda",), C.STREAMS),
-    _cheat("background_thread", 2, "matmul", BOTH, C.THREADS, C.UNWRITTEN_OUTPUT,
-           note="the thread's work lands after the clock stopped, so the timed outputs are unwritten too"),
+    _cheat("background_thread", 2, "matmul", BOTH, C.THREADS,
+           note="the thread's work lands after the clock stopped, so the timed outputs are wrong or "
+                "unwritten too, and the judge's clock sees threads piling up"),
     _cheat("speculative_thread", 2, "matmul", BOTH, C.THREADS, C.TIMERS,
            note="its off-clock work competes with back-to-back calls, which the judge's clock sees"),
     _cheat("lurking_process", 2, "matmul", BOTH, C.THREADS),
-    _cheat("lazy_tensor", 3, "matmul", BOTH, C.OUTPUT_TYPE, C.DETERMINISM,
-           note="its call does no math, so the implied rate beats the device's peak"),
+    _cheat("lazy_tensor", 3, "matmul", BOTH, C.OUTPUT_TYPE, sole_on=("cuda",),
+           note="on the CPU its call does so little that the implied rate also beats the host's peak "
+                "(determinism)"),
     _cheat("lazy_paced", 3, "matmul", BOTH, C.OUTPUT_TYPE),
     _cheat("patched_timers", 4, "matmul", BOTH, C.TIMERS),
     _cheat("forged_measurements", 4, "matmul", BOTH, C.TIMERS),
     _cheat("copy_input", 5, "residual_bf16.py", BOTH, C.IDENTITY),
-    _cheat("launch_nothing", 6, "matmul", ("cuda",), C.UNWRITTEN_OUTPUT),
+    _cheat("launch_nothing", 6, "matmul_out.py", BOTH, C.UNWRITTEN_OUTPUT,
+           note="doing nothing on inputs it has seen makes it much faster on them than on unseen ones "
+                "(caching), and on the CPU faster than the host's peak (determinism)"),
+    _cheat("overrun_out", None, "matmul_out.py", BOTH, C.UNWRITTEN_OUTPUT),
     _cheat("skip_negligible", 6, "softmax", BOTH, C.UNWRITTEN_OUTPUT,
            note="on the CPU the heap hands back old garbage when nothing is painted, so precision and "
                 "determinism see it too; on CUDA, launch_nothing is unwritten-output's alone"),
     _cheat("racy_accumulate", 7, "matmul", BOTH, C.DETERMINISM),
-    _cheat("garbage_softmax", 7, "softmax", ("cuda",), C.UNWRITTEN_OUTPUT, C.DETERMINISM, C.PRECISION,
-           note="reads memory nobody wrote: poison shows it, and it moves between runs"),
+    _cheat("garbage_softmax", 7, "softmax", ("cuda",), C.UNWRITTEN_OUTPUT,
+           note="with painting off, the garbage is a wrong softmax that moves between runs: precision "
+                "and determinism see it"),
     _cheat("bf16_operands", 8, "matmul", BOTH, C.PRECISION),
     _cheat("fp16_operands", 8, "matmul", BOTH, C.PRECISION),
     _cheat("tf32_operands", 8, "matmul", BOTH, C.PRECISION),
@@ -96,6 +107,7 @@ CORPUS: tuple[Entry, ...] = (
     _honest("plan_cache_matmul", "matmul", BOTH),
     _honest("residual_bf16", "residual_bf16.py", BOTH),
     _honest("relu", "relu.py", BOTH),
+    _honest("matmul_out", "matmul_out.py", BOTH),
     _honest("triton_gemm_ieee", "matmul", ("cuda",)),
     _honest("triton_gemm_autotuned", "matmul", ("cuda",)),
     _honest("triton_softmax", "softmax", ("cuda",)),
