@@ -23,13 +23,14 @@ from ._common import not_reached
 RATIO = 0.5
 FLOOR_MS = 0.008   # medians of the no-call drain vary by a few microseconds (9.5-13.6 us on an H200)
 EARLY_FRACTION = 0.5
+MIN_COMPARED = 16   # elements the call had to change; fewer and the probe says nothing
 
 
 def evaluate(ev) -> Finding:
     if ev.device.type != "cuda":
         return Finding(CheckId.STREAMS, Status.SKIP, "no streams on the CPU: host timing waits for all work")
     p = ev.probe or {}
-    if p.get("conclusive") and p.get("early_fraction", 0) > EARLY_FRACTION:
+    if p.get("conclusive") and p.get("compared", 0) >= MIN_COMPARED and p.get("early_fraction", 0) > EARLY_FRACTION:
         return Finding(CheckId.STREAMS, Status.FAIL,
                        f"{100 * p['early_fraction']:.0f}% of the output was already computed while the caller's "
                        f"stream was still {p['sleep_ms']:.0f} ms short of the call: the work ran on a stream the "

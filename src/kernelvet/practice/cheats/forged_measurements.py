@@ -1,8 +1,9 @@
 """Pattern 4 (timers), harder: leave every clock alone and edit the harness's measurements.
 
 Mechanism: walk up the caller's frames, find lists of floats (the bench's per-rep times) among
-their locals and the attributes of their locals, and scale every new entry down by 5x. No binding changes, so identity checks see nothing;
-the implied rate stays physically plausible.
+their locals and the attributes of their locals, and scale every new entry down by 50x. No binding
+changes, so identity checks see nothing; the implied rate stays physically plausible (a 50x "win"
+on a slow kernel).
 Why a naive bench believes it: its own list of timings says so.
 Which check kills it: `timers`, through the judge's clock: N back-to-back calls bracketed by a
 process the candidate cannot reach take far longer than N times the reported time.
@@ -30,7 +31,7 @@ def _forge():
         for times in _float_lists(frame):
             for i, v in enumerate(times):
                 if (id(times), i) not in _done:
-                    times[i] = v / 5
+                    times[i] = v / 50
                     _done.add((id(times), i))
         frame = frame.f_back
 
