@@ -100,9 +100,16 @@ def test_identity_needs_three_independent_sets():
 
 
 def test_caching_unseen_much_slower_than_seen_fails():
-    ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_ms=[0.060] * 5)
+    ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_pairs=[(0.010, 0.060)] * 5)
     assert REGISTRY[CheckId.CACHING](ev).status is Status.FAIL
-    ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_ms=[0.012] * 5)
+    ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_pairs=[(0.010, 0.012)] * 5)
+    assert REGISTRY[CheckId.CACHING](ev).status is Status.PASS
+
+
+def test_caching_compares_rep_for_rep_so_drift_does_not_look_like_memory():
+    """A device whose clock ramps up during the run makes early reps slow, seen and unseen alike."""
+    pairs = [(0.060, 0.062), (0.030, 0.031), (0.012, 0.013), (0.011, 0.011), (0.011, 0.012)]
+    ev = _ev("cuda", timing={"times_ms": [0.011] * 100, "mismatches": 0}, unseen_pairs=pairs)
     assert REGISTRY[CheckId.CACHING](ev).status is Status.PASS
 
 

@@ -41,7 +41,7 @@ class Evidence:
     calls: list[CallRecord] = dataclasses.field(default_factory=list)
     integrity: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
     timing: dict | None = None              # the worker's `timed` body for the seen sets
-    unseen_ms: list[float] = dataclasses.field(default_factory=list)
+    unseen_pairs: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (seen ms, unseen ms)
     loop: dict | None = None                # n, judge seconds for the candidate and the null call
     probe: dict | None = None               # the ordering probe's answer (CUDA)
     output_arg: int | None = None           # input index that is a problem-supplied output buffer

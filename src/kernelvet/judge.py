@@ -37,6 +37,7 @@ class Settings:
     min_reps: int = 10
     max_reps: int = 1000
     warmup_calls: int = 3
+    warmup_ms: float = 25.0       # and at least this long (as do_bench's warm-up): compile, autotune, clocks
     null_reps: int = 20           # drain-clock baseline reps (CUDA)
     loop_ms: float = 60.0         # how long the judge-clocked loop should run
     settle_s: float = 0.05        # wait before re-reading an output (work finishing after return)
@@ -188,7 +189,7 @@ def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, ou
 
 def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None,
                unseen=()) -> dict:
-    return {"sets": sets, "unseen": list(unseen), "reps": reps or settings.max_reps, "min_reps": min(reps or settings.min_reps,
+    return {"sets": sets, "unseen": list(unseen), "warmup_ms": settings.warmup_ms, "reps": reps or settings.max_reps, "min_reps": min(reps or settings.min_reps,
                                                                           settings.min_reps),
             "budget_ms": settings.budget_ms if budget_ms is None else budget_ms,
             "warmup": settings.warmup_calls if warmup is None else warmup,
@@ -284,7 +285,7 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
         msg = record("timing", None, w.request("time", _time_body(fresh, settings, unseen=timed_unseen),
                                                max_blob_bytes=max_blob))
         ev.timing = msg.body
-        ev.unseen_ms = list(msg.body.get("unseen_ms", []))
+        ev.unseen_pairs = [tuple(p) for p in msg.body.get("unseen_pairs", [])]
         for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
             phase = "unseen" if int(s) in timed_unseen else "timed"
             ev.calls.append(CallRecord(phase, int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob)))

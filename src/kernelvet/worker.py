@@ -33,7 +33,7 @@ REQUESTS = {
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
-    "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "null_reps"}),
+    "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms", "null_reps"}),
     "loop": frozenset({"set", "n", "null"}),
     "probe": frozenset({"set", "sleep_ms"}),
     "release": frozenset({"empty_cache"}),
@@ -365,32 +365,43 @@ class Worker:
     def _do_time(self, msg):
         """Per-rep timing, the way the reported time is taken; plus the drain clock (streams).
 
-        Seen sets rotate; each unseen set (never passed to the candidate before) is timed once,
-        interleaved with the seen reps so that both run under the same conditions.
+        Warm-up runs for a time budget (as do_bench's), so that compilation, autotuning and the
+        device's clock ramp are over. Seen sets rotate; each unseen set (never passed to the
+        candidate before) is timed once, spread evenly through the run and paired with the seen
+        rep just before it, so that drifting conditions affect both sides of each pair alike.
         """
         b = msg.body
         sets = [int(s) for s in b["sets"]]
         unseen = [int(s) for s in b.get("unseen", [])]
         reps, min_reps, budget_s = int(b["reps"]), int(b["min_reps"]), float(b["budget_ms"]) / 1e3
         bound = self.bound
-        for i in range(int(b["warmup"])):
+        t0 = bound.pc()
+        i = 0
+        while i < int(b["warmup"]) or (bound.pc() - t0 < float(b.get("warmup_ms", 0)) / 1e3 and i < 10_000):
             self._run_candidate("warm-up call", self.fn, *self.sets[sets[i % len(sets)]])
+            i += 1
+            if i % 8 == 0:
+                self._sync()
         self._sync()
+        per_call = max((bound.pc() - t0) / max(i, 1), 1e-6)
+        expected = max(min(reps, int(budget_s / per_call)), min_reps)
+        spacing = max(1, expected // (len(unseen) + 1))
         rec = _Reps(self)
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
             rec.rep(sets[r % len(sets)], seen=True)
-            if unseen and r >= 1:
-                rec.rep(unseen.pop(0), seen=False)
             r += 1
+            if unseen and r % spacing == 0:
+                rec.rep(unseen.pop(0), seen=False)
         while unseen:
+            rec.rep(sets[r % len(sets)], seen=True)
             rec.rep(unseen.pop(0), seen=False)
+            r += 1
         null_drains = rec.null_drains(int(b["null_reps"])) if self.device.type == "cuda" else []
         body = {"times_ms": rec.times, "drain_ms": rec.drains, "null_drain_ms": null_drains, "order": rec.order,
-                "unseen_ms": rec.unseen_times, "mismatches": rec.mismatches, "non_tensor": rec.non_tensor,
-                "overruns": rec.overruns,
-                "first_sets": sorted(rec.first)}
+                "unseen_pairs": rec.pairs, "mismatches": rec.mismatches, "non_tensor": rec.non_tensor,
+                "overruns": rec.overruns, "warmup_calls": i, "first_sets": sorted(rec.first)}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):
@@ -474,7 +485,8 @@ class _Reps:
         self.w = worker
         self.cuda = worker.device.type == "cuda"
         self.first: dict[int, torch.Tensor] = {}
-        self.times, self.drains, self.order, self.unseen_times = [], [], [], []
+        self.times, self.drains, self.order = [], [], []
+        self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
         self.mismatches = self.non_tensor = self.overruns = 0
         if self.cuda:
             self.start = worker.bound.Event(enable_timing=True)
@@ -510,7 +522,7 @@ class _Reps:
             if drain is not None:
                 self.drains.append(drain)
         else:
-            self.unseen_times.append(ms)
+            self.pairs.append([self.times[-1] if self.times else ms, ms])
         self.overruns += w._guard_overrun(s) > 0
         if type(out) is not torch.Tensor:
             self.non_tensor += 1

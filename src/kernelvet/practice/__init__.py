@@ -75,7 +75,9 @@ CORPUS: tuple[Entry, ...] = (
                 "(determinism)"),
     _cheat("lazy_paced", 3, "matmul", BOTH, C.OUTPUT_TYPE),
     _cheat("patched_timers", 4, "matmul", BOTH, C.TIMERS),
-    _cheat("forged_measurements", 4, "matmul", BOTH, C.TIMERS),
+    _cheat("forged_measurements", 4, "matmul", BOTH, C.TIMERS,
+           note="it forges the per-rep list, not the seen/unseen pairs, whose forged seen half then looks "
+                "far faster than the unseen half (caching)"),
     _cheat("copy_input", 5, "residual_bf16.py", BOTH, C.IDENTITY),
     _cheat("launch_nothing", 6, "matmul_out.py", BOTH, C.UNWRITTEN_OUTPUT,
            note="doing nothing on inputs it has seen makes it much faster on them than on unseen ones "
