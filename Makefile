@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[test,triton]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
+# The main job on the default device (CUDA if present, else CPU): every practice cheat against the
+# naive bench and against kernelvet, the honest kernels as controls.
 demo: $(STAMP)
 	$(BIN)/kernelvet practice --device auto
 

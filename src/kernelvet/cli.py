@@ -61,9 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("report")
 
     pr = sub.add_parser("practice", help="run the practice cheats against a naive bench and kernelvet")
-    pr.add_argument("patterns", nargs="*")
-    pr.add_argument("--device", default="auto")
-    pr.add_argument("--json", metavar="PATH")
+    pr.add_argument("patterns", nargs="*", help="pattern numbers 1..10 or names (streams, threads, lazy-eq, "
+                    "timers, identity, no-op, garbage, thin-dtype, cache, library), 'harness', or entry names")
+    pr.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+    pr.add_argument("--json", metavar="PATH", help="write one row per pattern and cheat as JSON")
+    pr.add_argument("--ablate", action="store_true", help="also waive each firing check in turn (the matrix)")
     return p
 
 
@@ -99,7 +101,7 @@ def _cmd_show(args) -> int:
 
 def _cmd_practice(args) -> int:
     from .practice import runner
-    return runner.main(args.patterns, device=args.device, json_path=args.json)
+    return runner.main(args.patterns, device=args.device, json_path=args.json, ablate=args.ablate)
 
 
 def _write(path: str, text: str) -> None:

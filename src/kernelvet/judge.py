@@ -311,7 +311,8 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
 def _ordering_probe(w, ev: Evidence, set_id, max_blob, record) -> dict:
     """Hold the caller's stream in a sleep long enough to outlast the call's host work (retry once
     longer if the call outlasted it), and see whether the output was finished anyway."""
-    longest = max((c.meta.get("wall_s", 0.0) for c in ev.calls if c.meta), default=0.0) * 1e3
+    # Calls after the warm-up: the first call's compile or autotune time says nothing of a call's length.
+    longest = max((c.meta.get("wall_s", 0.0) for c in ev.calls if c.meta and c.phase != "warmup"), default=0.0) * 1e3
     sleep_ms = min(max(10.0, 4 * longest), 500.0)
     body = {}
     for _ in range(2):
