@@ -62,8 +62,24 @@ def test_streams_skips_on_cpu_with_reason():
 def test_timers_judge_clock(reported_ms, judge_per_call_ms, want):
     n = 100
     ev = _ev(timing={"times_ms": [reported_ms] * 20}, integrity=[("import", {"moved": [], "changed": {}})],
-             loop={"n": n, "judge_s": 0.01 + n * judge_per_call_ms / 1e3, "null_s": 0.01})
+             loop=[{"n": n, "judge_s": 0.01 + n * judge_per_call_ms / 1e3, "null_s": 0.01,
+                    "reported_ms": reported_ms}])
     assert REGISTRY[CheckId.TIMERS](ev).status is want
+
+
+def test_timers_busy_machine_inflates_wall_but_not_cpu_time():
+    attempt = {"n": 10, "judge_s": 10 * 0.200, "null_s": 0.0, "cpu_s": 10 * 0.016, "null_cpu_s": 0.0,
+               "reported_ms": 16.0}
+    ev = _ev("cpu", integrity=[("import", {"moved": []})], loop=[attempt])
+    assert REGISTRY[CheckId.TIMERS](ev).status is Status.PASS
+
+
+def test_timers_one_agreeing_attempt_of_three_is_enough_and_a_forger_fails_all():
+    noisy = {"n": 10, "judge_s": 2.0, "null_s": 0.0, "reported_ms": 16.0}
+    calm = {"n": 10, "judge_s": 0.17, "null_s": 0.0, "reported_ms": 16.0}
+    forged = {"n": 10, "judge_s": 0.17, "null_s": 0.0, "reported_ms": 0.3}
+    assert REGISTRY[CheckId.TIMERS](_ev("cpu", integrity=[("i", {})], loop=[noisy, calm])).status is Status.PASS
+    assert REGISTRY[CheckId.TIMERS](_ev("cpu", integrity=[("i", {})], loop=[forged] * 3)).status is Status.FAIL
 
 
 def test_timers_rebinding_names_the_clock_and_phase():

@@ -10,48 +10,27 @@ import pytest
 from kernelvet import vet
 from kernelvet.ids import ALL_CHECKS, CheckId
 from kernelvet.practice import CORPUS, entries
-from kernelvet.report import Status, Verdict
+from kernelvet.report import Verdict
+
+from .matrix import ablatable, assert_passes, assert_rejected, assert_waiving_lets_it_through
 
 CPU_CHEATS = entries("cpu", "cheat")
 CPU_HONEST = entries("cpu", "honest")
 
 
-def _vet(entry, **kw):
-    # kill_parent hangs once its parent is dead: only the deadline ends it, so keep it short.
-    timeout = 8.0 if entry.name == "kill_parent" else 120.0
-    return vet(entry.path, entry.problem_ref, device="cpu", timeout=timeout, **kw)
-
-
-def _failed(report):
-    return {f.check for f in report.findings if f.status is Status.FAIL}
-
-
 @pytest.mark.parametrize("entry", CPU_CHEATS, ids=lambda e: e.name)
 def test_cheat_is_rejected_by_its_checks(entry):
-    report = _vet(entry)
-    failed = _failed(report)
-    assert report.verdict is Verdict.REJECT, report.dumps()
-    if entry.sole("cpu"):
-        assert failed == set(entry.catches), [f.summary for f in report.failed]
-    else:
-        assert set(entry.catches) <= failed, [f.summary for f in report.failed]
+    assert_rejected(entry, "cpu")
 
 
-@pytest.mark.parametrize("entry", [e for e in CPU_CHEATS if e.sole("cpu") and CheckId.WORKER not in e.catches],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", ablatable(CPU_CHEATS, "cpu"), ids=lambda e: e.name)
 def test_waiving_the_one_check_lets_the_cheat_through(entry):
-    """Ablation: the check is the only thing standing between this cheat and a pass."""
-    report = _vet(entry, allow=sorted(entry.catches, key=str))
-    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    for cid in entry.catches:
-        assert report.finding(cid).status is Status.WAIVED
+    assert_waiving_lets_it_through(entry, "cpu")
 
 
 @pytest.mark.parametrize("entry", CPU_HONEST, ids=lambda e: e.name)
 def test_honest_kernel_passes(entry):
-    report = _vet(entry)
-    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    assert report.timing is not None and report.timing.median_ms > 0
+    assert_passes(entry, "cpu")
 
 
 def test_every_check_has_a_cheat_only_it_catches():

@@ -7,10 +7,12 @@ the streams check (hidden work caught, honest and synced side streams not).
 
 import pytest
 
-from kernelvet import load_problem, vet
+from kernelvet import load_problem
 from kernelvet.ids import CheckId
 from kernelvet.practice import by_name, entries
-from kernelvet.report import Status, Verdict
+from kernelvet.report import Status
+
+from .matrix import ablatable, assert_passes, assert_rejected, assert_waiving_lets_it_through, vet_entry
 
 pytestmark = pytest.mark.gpu
 
@@ -18,41 +20,23 @@ CUDA_CHEATS = entries("cuda", "cheat")
 CUDA_HONEST = entries("cuda", "honest")
 
 
-def _vet(entry, problem=None, **kw):
-    timeout = 10.0 if entry.name == "kill_parent" else 300.0
-    return vet(entry.path, problem or entry.problem_ref, device="cuda", timeout=timeout, **kw)
-
-
-def _failed(report):
-    return {f.check for f in report.findings if f.status is Status.FAIL}
-
-
 @pytest.mark.parametrize("entry", CUDA_CHEATS, ids=lambda e: e.name)
 def test_cuda_cheat_is_rejected(entry):
-    report = _vet(entry)
-    failed = _failed(report)
-    assert report.verdict is Verdict.REJECT, report.dumps()
-    if entry.sole("cuda"):
-        assert failed == set(entry.catches), [f.summary for f in report.failed]
-    else:
-        assert set(entry.catches) <= failed, [f.summary for f in report.failed]
+    assert_rejected(entry, "cuda")
 
 
-@pytest.mark.parametrize("entry", [e for e in CUDA_CHEATS if e.sole("cuda") and CheckId.WORKER not in e.catches],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", ablatable(CUDA_CHEATS, "cuda"), ids=lambda e: e.name)
 def test_cuda_ablation(entry):
-    report = _vet(entry, allow=sorted(entry.catches, key=str))
-    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert_waiving_lets_it_through(entry, "cuda")
 
 
 @pytest.mark.parametrize("entry", CUDA_HONEST, ids=lambda e: e.name)
 def test_cuda_honest_passes(entry):
-    report = _vet(entry)
-    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert_passes(entry, "cuda")
 
 
 @pytest.mark.parametrize("name, want", [("hidden_stream", Status.FAIL), ("triton_gemm_ieee", Status.PASS),
                                         ("synced_side_stream", Status.PASS)])
 def test_streams_at_4096(name, want):
-    report = _vet(by_name(name), problem=load_problem("matmul", (4096, 4096, 4096)))
+    report = vet_entry(by_name(name), "cuda", problem=load_problem("matmul", (4096, 4096, 4096)))
     assert report.finding(CheckId.STREAMS).status is want, report.finding(CheckId.STREAMS)

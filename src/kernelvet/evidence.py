@@ -42,7 +42,7 @@ class Evidence:
     integrity: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
     timing: dict | None = None              # the worker's `timed` body for the seen sets
     unseen_pairs: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (seen ms, unseen ms)
-    loop: dict | None = None                # n, judge seconds for the candidate and the null call
+    loop: list[dict] | None = None          # judge-clocked loop attempts: n, wall and CPU seconds, reported ms
     probe: dict | None = None               # the ordering probe's answer (CUDA)
     output_arg: int | None = None           # input index that is a problem-supplied output buffer
     aten_ops: frozenset[str] | None = None

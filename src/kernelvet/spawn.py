@@ -69,6 +69,19 @@ def worker_env() -> dict:
     return env
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time the kernel has accounted to a process's live threads (from /proc, not from the
+    process: a clock the candidate cannot reach). None where /proc cannot tell."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                total += int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
 class Launcher:
     """A torch-preloaded process that forks workers (see launcher.py)."""
 

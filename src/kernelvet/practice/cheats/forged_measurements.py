@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 
-_done = set()
+_forged = {}   # id(list) -> (the list, kept alive so its id is never reused; entries already forged)
 
 
 def _float_lists(frame):
@@ -29,10 +29,10 @@ def _forge():
     frame = sys._getframe(2)
     while frame is not None:
         for times in _float_lists(frame):
-            for i, v in enumerate(times):
-                if (id(times), i) not in _done:
-                    times[i] = v / 50
-                    _done.add((id(times), i))
+            _, done = _forged.get(id(times), (times, 0))
+            for i in range(done, len(times)):
+                times[i] /= 50
+            _forged[id(times)] = (times, len(times))
         frame = frame.f_back
 
 

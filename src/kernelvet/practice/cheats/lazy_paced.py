@@ -9,37 +9,9 @@ Which check kills it: `output-type` alone (type(out) is not torch.Tensor).
 
 import time
 
-import torch
 from torch import nn
 
-
-def _product(A, B):
-    out = torch.zeros(A.shape[0], B.shape[1], dtype=A.dtype, device=A.device)
-    for k in range(0, A.shape[1], 32):
-        out += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
-    return out
-
-
-class _Lazy(torch.Tensor):
-    @staticmethod
-    def __new__(cls, A, B):
-        shell = torch.Tensor._make_subclass(cls, torch.empty(A.shape[0], B.shape[1], dtype=A.dtype, device=A.device))
-        shell._operands = (A, B)
-        return shell
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        def real(x):
-            if isinstance(x, _Lazy):
-                plain = torch.Tensor.as_subclass(x, torch.Tensor)
-                with torch._C.DisableTorchFunctionSubclass():
-                    plain.copy_(_product(*x._operands))
-                return plain
-            return x
-        args = tuple(real(a) for a in args)
-        kwargs = {k: real(v) for k, v in (kwargs or {}).items()}
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
+from kernelvet.practice.cheats.lazy_tensor import _Lazy, _product
 
 
 class ModelNew(nn.Module):

@@ -11,6 +11,13 @@ import torch
 from torch import nn
 
 
+def _product(A, B):
+    out = torch.zeros(A.shape[0], B.shape[1], dtype=A.dtype, device=A.device)
+    for k in range(0, A.shape[1], 32):
+        out += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
+    return out
+
+
 class _Lazy(torch.Tensor):
     @staticmethod
     def __new__(cls, A, B):
@@ -25,7 +32,7 @@ class _Lazy(torch.Tensor):
                 A, B = x._operands
                 plain = torch.Tensor.as_subclass(x, torch.Tensor)
                 with torch._C.DisableTorchFunctionSubclass():
-                    plain.copy_((A[:, :, None] * B[None, :, :]).sum(1))
+                    plain.copy_(_product(A, B))
                 return plain
             return x
         args = tuple(real(a) for a in args)

@@ -1,0 +1,98 @@
+"""Every way a worker can end is a verdict with a reason; the judge stays alive and answers; and
+nothing of the judge's secrets reaches the worker."""
+
+import os
+import time
+
+import pytest
+
+from kernelvet import spawn, vet
+from kernelvet.ids import CheckId
+from kernelvet.report import Status, Verdict
+
+MATMUL_HEADER = "import torch\nfrom torch import nn\n"
+HONEST_BODY = """
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        out = torch.zeros(A.shape[0], B.shape[1])
+        for k in range(0, A.shape[1], 32):
+            out += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
+        return out
+"""
+
+
+def _worker_finding(report):
+    return report.finding(CheckId.WORKER)
+
+
+def test_hang_at_import_is_rejected_soon_after_the_deadline(write):
+    path = write("hang.py", MATMUL_HEADER + "import time\ntime.sleep(3600)\n" + HONEST_BODY)
+    t0 = time.monotonic()
+    report = vet(path, "matmul", device="cpu", timeout=3)
+    assert time.monotonic() - t0 < 3 + 10   # the reference worker's time included
+    assert report.verdict is Verdict.REJECT
+    assert "timed out" in _worker_finding(report).summary
+
+
+def test_segfault_is_a_reject_naming_the_signal(write):
+    body = HONEST_BODY.replace("return out", "import ctypes; ctypes.string_at(0); return out")
+    report = vet(write("segv.py", MATMUL_HEADER + body), "matmul", device="cpu")
+    assert report.verdict is Verdict.REJECT
+    assert "SIGSEGV" in _worker_finding(report).summary
+
+
+def test_candidate_exception_is_a_reject_with_its_traceback(write):
+    body = HONEST_BODY.replace("return out", "raise ValueError('boom')")
+    report = vet(write("raises.py", MATMUL_HEADER + body), "matmul", device="cpu")
+    f = _worker_finding(report)
+    assert report.verdict is Verdict.REJECT and "ValueError: boom" in f.summary
+    assert "raises.py" in f.evidence["traceback"]
+
+
+def test_forged_stdout_is_captured_never_parsed(write):
+    forged = '{"verdict": "pass", "type": "output"}'
+    body = HONEST_BODY.replace("return out", f"print({forged!r}, flush=True); return out * 0")
+    report = vet(write("forge.py", MATMUL_HEADER + body), "matmul", device="cpu")
+    assert report.verdict is Verdict.REJECT
+    assert forged in report.candidate_output
+
+
+def test_worker_inherits_no_secret(write):
+    body = HONEST_BODY.replace(
+        "return out",
+        "import sys; print('ENV', dict(os.environ), 'ARGV', sys.argv, open('/proc/self/cmdline').read(),"
+        " 'FDS', sorted(os.listdir('/proc/self/fd')), flush=True); return out")
+    report = vet(write("spy.py", MATMUL_HEADER + "import os\n" + body), "matmul", device="cpu", seed=987654321987)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert "ENV" in report.candidate_output
+    assert "987654321987" not in report.candidate_output
+    assert "seed" not in report.candidate_output.lower()
+
+
+def test_worker_parent_is_not_the_judge():
+    launcher = spawn.shared_launcher()
+    w = spawn.WorkerHandle(launcher, time.monotonic() + 30)
+    try:
+        hello = w.hello().body
+        assert hello["ppid"] != os.getpid() and hello["ppid"] == launcher.proc.pid
+        assert os.getsid(hello["pid"]) == hello["pid"]   # its own session
+    finally:
+        w.close()
+        w.cleanup()
+
+
+def test_the_judge_vets_normally_after_a_candidate_killed_the_launcher(practice_dir):
+    from kernelvet.practice import by_name
+    killer = by_name("kill_parent")
+    assert vet(killer.path, killer.problem_ref, device="cpu", timeout=5).verdict is Verdict.REJECT
+    honest = by_name("broadcast_matmul")
+    assert vet(honest.path, honest.problem_ref, device="cpu").verdict is Verdict.PASS
+
+
+@pytest.mark.parametrize("allow", [["bogus"], ["worker"]])
+def test_bad_waivers_are_usage_errors(allow):
+    from kernelvet.errors import UsageError
+    from kernelvet.practice import by_name
+    e = by_name("broadcast_matmul")
+    with pytest.raises(UsageError):
+        vet(e.path, e.problem_ref, device="cpu", allow=allow)
