@@ -6,9 +6,7 @@ from kernelvet.report import Status, Verdict
 
 
 def vet_entry(entry, device, problem=None, **kw):
-    # kill_parent hangs once its parent is dead: only the deadline ends it, so keep that short.
-    timeout = 10.0 if entry.name == "kill_parent" else 300.0
-    return vet(entry.path, problem or entry.problem_ref, device=device, timeout=timeout, **kw)
+    return vet(entry.path, problem or entry.problem_ref, device=device, timeout=entry.timeout, **kw)
 
 
 def failed(report):

@@ -89,6 +89,11 @@ class _Bound:
         return sorted(name for name, (obj, attr) in self.CLOCKS.items()
                       if getattr(obj, attr, None) is not self.originals[name])
 
+    @staticmethod
+    def is_clock(name: str) -> bool:
+        """Clocks, events and syncs belong to `timers`; the other primitives are harness state."""
+        return name.startswith(("time.", "timeit.", "torch.cuda."))
+
 
 def global_state() -> dict:
     """Process-wide settings a candidate could flip to change what the harness sees."""
@@ -190,7 +195,10 @@ class Worker:
         now = global_state()
         # Only what existed before import: a candidate may import more harness modules, harmlessly.
         changed = {k: [v, now.get(k)] for k, v in self.state0.items() if now.get(k) != v}
-        return {"moved": self.bound.moved(), "changed": {k: [str(a), str(b)] for k, (a, b) in changed.items()}}
+        moved = self.bound.moved()
+        changed.update({f"binding {name}": ["original", "replaced"] for name in moved if not _Bound.is_clock(name)})
+        return {"moved": [name for name in moved if _Bound.is_clock(name)],
+                "changed": {k: [str(a), str(b)] for k, (a, b) in changed.items()}}
 
     def _sync(self):
         if self.device.type == "cuda":

@@ -28,6 +28,7 @@ class Entry:
     catches: frozenset = frozenset()   # checks that must fire
     sole_on: tuple[str, ...] = ()      # devices where exactly `catches` fires, and waiving it lets it through
     note: str = ""
+    timeout: float = 300.0             # seconds for the whole candidate (short for ones that hang)
 
     def sole(self, device: str) -> bool:
         return device in self.sole_on
@@ -49,12 +50,12 @@ PATTERN_NAMES = {1: "streams", 2: "threads", 3: "lazy-eq", 4: "timers", 5: "iden
 BOTH = ("cpu", "cuda")
 
 
-def _cheat(name, pattern, problem, devices, *catches, note="", sole_on=None):
+def _cheat(name, pattern, problem, devices, *catches, note="", sole_on=None, timeout=300.0):
     """A cheat caught by one check alone (on `sole_on`, default: everywhere it exists unless a note
     explains why more checks fire), or, with a note saying why, by several."""
     pname = PATTERN_NAMES.get(pattern, "harness")
     sole = sole_on if sole_on is not None else (() if note else devices)
-    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), tuple(sole), note)
+    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), tuple(sole), note, timeout)
 
 
 def _honest(name, problem, devices):
@@ -97,12 +98,25 @@ CORPUS: tuple[Entry, ...] = (
     _cheat("pointer_cache", 9, "softmax", BOTH, C.CACHING),
     _cheat("shape_cache", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
            note="the second input set gets the first set's answer: wrong, and ignores its input"),
+    _cheat("stale_after_warmup", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
+           note="later input sets get an old answer: wrong, and ignoring its input"),
+    _cheat("seed_table", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
+           note="the table answers the fixed-seed inputs, never the secret ones"),
     _cheat("torch_mm", 10, "matmul", BOTH, C.LIBRARY_CALL),
     _cheat("dynamic_mm", 10, "matmul", BOTH, C.LIBRARY_CALL),
+    _cheat("at_operator", 10, "matmul", BOTH, C.LIBRARY_CALL),
+    _cheat("inline_cpp_mm", 10, "matmul", BOTH, C.LIBRARY_CALL,
+           note="where no C++ toolchain is present, the import fails too (worker)"),
     _cheat("inplace_relu", None, "relu.py", BOTH, C.INPUTS_UNCHANGED),
     _cheat("blind_harness", None, "relu.py", BOTH, C.GLOBAL_STATE),
+    _cheat("patched_allclose", None, "matmul", BOTH, C.UNWRITTEN_OUTPUT, C.GLOBAL_STATE,
+           note="its output is uninitialised memory (the poison shows it; with painting off, precision), "
+                "and replacing torch.equal is harness tampering; on the CPU doing nothing also beats the "
+                "host's peak rate"),
     _cheat("exit_zero", None, "matmul", BOTH, C.WORKER),
-    _cheat("kill_parent", None, "matmul", BOTH, C.WORKER),
+    _cheat("forged_stdout", None, "matmul", BOTH, C.WORKER),
+    _cheat("hang_forever", None, "matmul", BOTH, C.WORKER, timeout=8.0),
+    _cheat("kill_parent", None, "matmul", BOTH, C.WORKER, timeout=8.0),
     _honest("broadcast_matmul", "matmul", BOTH),
     _honest("reversed_sum_matmul", "matmul", BOTH),
     _honest("softmax", "softmax", BOTH),

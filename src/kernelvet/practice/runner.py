@@ -120,7 +120,7 @@ def run_row(entry: Entry, device: str, ablate: bool) -> Row:
 
 def _vet(entry: Entry, device: str, allow=()):
     return vet(entry.path, entry.problem_ref, device=device, allow=allow,
-               timeout=10.0 if entry.name == "kill_parent" else 300.0)
+               timeout=entry.timeout)
 
 
 def render(rows: list[Row], ablate: bool, console: Console) -> None:
