@@ -457,3 +457,17 @@ def test_cuda_device_message_is_clear_on_a_cpu_machine_via_the_module(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kernelvet.cli", "check", HONEST_SOFTMAX, "--ref", "softmax",
                            "--device", "cuda"], capture_output=True, text=True, timeout=120)
     assert_usage_error(Run(proc.returncode, proc.stdout, proc.stderr), "no CUDA device")
+
+
+def test_a_problem_that_fails_on_its_own_inputs_is_an_error_verdict_in_the_json(tmp_path, capsys):
+    from kernelvet import practice
+    prob = tmp_path / "broken.py"
+    prob.write_text("import torch\nfrom torch import nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                    "        raise RuntimeError('reference bug')\n\ndef get_inputs():\n    return [torch.randn(8, 8)]\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    out = tmp_path / "r.json"
+    code = cli.main(["check", practice.by_name("relu").path, "--ref", str(prob), "--device", "cpu",
+                     "--json", str(out)])
+    assert code == 3
+    data = json.loads(out.read_text())
+    assert data["verdict"] == "error" and "reference bug" in data["error"]

@@ -11,6 +11,7 @@ import json
 import sys
 
 from .errors import HarnessError, UsageError
+from .report import REPORT_VERSION
 
 EXIT_USAGE, EXIT_HARNESS = 2, 3
 
@@ -74,8 +75,14 @@ def _cmd_check(args) -> int:
     from .judge import vet
     from .problem import load_problem
     prob = load_problem(args.ref, args.shape, args.dtype)
-    report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
-                 allow=args.allow)
+    try:
+        report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
+                     allow=args.allow)
+    except HarnessError as exc:
+        if args.json:  # an `error` verdict is a verdict too: the report says what failed
+            _write(args.json, json.dumps({"version": REPORT_VERSION, "verdict": "error", "error": str(exc),
+                                          "findings": [], "problem": prob.to_json()}, sort_keys=True, indent=2))
+        raise
     if args.json:
         _write(args.json, report.dumps())
     render.report(report, verbose=args.verbose)
