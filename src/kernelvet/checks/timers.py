@@ -17,7 +17,9 @@ from ..ids import CheckId
 from ..report import Finding, Status
 from ._common import first_seen, not_reached
 
-RATIO = 3.0
+# Honest calls were seen up to 4x slower back to back than per rep (multi-threaded BLAS on a busy
+# 2-core machine); forgers claim 50x or 1000x. 8x sits between.
+RATIO = 8.0
 SLACK_MS = {"cuda": 0.06, "cpu": 0.05}   # per-call host cost a launch-bound call may add
 
 
