@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -86,17 +87,24 @@ def run_naive(entry: Entry, device: str) -> dict:
     the shell, not us). What it prints last is its verdict; a silent death is no verdict."""
     cmd = [sys.executable, "-m", "kernelvet.practice.naive", entry.path, entry.problem_ref, device]
     shell = ["sh", "-c", '"$@"; exit $?', "naive", *cmd]
+    limit = min(NAIVE_TIMEOUT_S, entry.timeout + 10)   # entries known to hang get the short limit kernelvet gets
+    proc = subprocess.Popen(shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(shell, capture_output=True, text=True, timeout=NAIVE_TIMEOUT_S,
-                              start_new_session=True)
+        stdout, stderr = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
-        return {"believed": None, "speedup": None, "note": f"hung past {NAIVE_TIMEOUT_S} s: no verdict"}
-    last = proc.stdout.strip().splitlines()[-1:] or [""]
+        return {"believed": None, "speedup": None, "note": f"hung past {limit:.0f} s: no verdict"}
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)   # the bench and anything it left behind
+        except OSError:
+            pass
+        proc.wait()
+    last = stdout.strip().splitlines()[-1:] or [""]
     try:
         got = json.loads(last[0])
         return {"believed": bool(got["believed"]), "speedup": got.get("speedup")}
     except (ValueError, KeyError, TypeError):
-        err = (proc.stderr.strip().splitlines() or [""])[-1][:160]
+        err = (stderr.strip().splitlines() or [""])[-1][:160]
         return {"believed": None, "speedup": None,
                 "note": f"no verdict (exit {proc.returncode}){': ' + err if err else ''}"}
 
