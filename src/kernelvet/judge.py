@@ -21,7 +21,7 @@ import time
 import torch
 
 from . import checks, codec, devices, metrics, spawn
-from .checks.source_scan import forbidden_for_aten_ops, scan_source
+from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks.timers import judge_clock
 from .errors import HarnessError, UsageError
 from .evidence import CallRecord, Evidence
@@ -113,7 +113,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         reference_error=ref_run["error"], poison_words=poison_words,
         enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
     )
-    ev.forbidden = prob.forbidden or frozenset(_heavy(ref_run["aten_ops"]))
+    ev.forbidden = prob.forbidden or heavy_ops(ref_run["aten_ops"])
     ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
     try:
         ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden), filename=candidate)
@@ -380,20 +380,6 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
         ev.calls.append(CallRecord("loop", set_id, set_id, {}, codec.from_blob(msg.tensors[0])))
     _, null_wall, null_cpu = bracket({"set": set_id, "n": n, "null": True})
     return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu}
-
-
-# Ops whose presence in the reference marks what the candidate was asked to write itself.
-_HEAVY = {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "linear", "dot", "mv", "addmv", "einsum",
-          "tensordot", "_softmax", "softmax", "_log_softmax", "log_softmax", "convolution", "_convolution",
-          "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose2d", "native_layer_norm",
-          "layer_norm", "native_group_norm", "native_batch_norm", "_scaled_dot_product_flash_attention",
-          "_scaled_dot_product_efficient_attention", "scaled_dot_product_attention", "_scaled_mm",
-          "cudnn_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"}
-
-
-def _heavy(ops) -> set[str]:
-    names = {op.split("::", 1)[-1].split(".", 1)[0] for op in ops}
-    return {f"aten::{n}" for n in names if n in _HEAVY}
 
 
 def _count_flops(model, inputs) -> float | None:

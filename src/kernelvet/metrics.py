@@ -13,7 +13,8 @@ TOLERANCE = {torch.float64: 1e-12, torch.float32: 5e-5, torch.float16: 1.5e-3, t
 # A candidate may be a few times less accurate than the reference implementation itself.
 REFERENCE_SLACK = 8.0
 
-_INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+# Integer dtype of each element width: the view under which bit patterns are compared.
+INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def tolerance(dtype: torch.dtype, reference_error: float | None) -> float:
@@ -71,7 +72,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return True
     if a.dtype == torch.bool:
         return bool(torch.equal(a, b))
-    w = _INT_OF_WIDTH[a.element_size()]
+    w = INT_OF_WIDTH[a.element_size()]
     return bool(torch.equal(a.contiguous().view(w), b.contiguous().view(w)))
 
 
@@ -79,7 +80,7 @@ def poison_count(out: torch.Tensor, words: tuple[int, ...]) -> int:
     """Elements whose bit pattern is one of the poison words painted before the call."""
     if out.numel() == 0 or out.dtype == torch.bool:
         return 0
-    bits = out.contiguous().view(_INT_OF_WIDTH[out.element_size()])
+    bits = out.contiguous().view(INT_OF_WIDTH[out.element_size()])
     hit = torch.zeros(bits.shape, dtype=torch.bool)
     for w in words:
         hit |= bits == w

@@ -24,6 +24,7 @@ import traceback
 import torch
 
 from . import codec, protocol
+from .metrics import INT_OF_WIDTH
 from .problem import load_reference_module
 
 # Requests the judge may send, and the body fields each may carry.
@@ -271,14 +272,14 @@ class Worker:
     def _paint_out_buffer(self, s: int) -> None:
         whole = self.out_buffers.get(s)
         if whole is not None and self.paint:
-            self.bound.fill_(self.bound.view(whole, _INT_OF_WIDTH[whole.element_size()]), self.poison["word"])
+            self.bound.fill_(self.bound.view(whole, INT_OF_WIDTH[whole.element_size()]), self.poison["word"])
 
     def _guard_overrun(self, s: int) -> int:
         """Guard elements no longer holding poison: the call wrote outside its output buffer."""
         whole = self.out_buffers.get(s)
         if whole is None or not self.paint:
             return 0
-        bits = self.bound.view(whole, _INT_OF_WIDTH[whole.element_size()])
+        bits = self.bound.view(whole, INT_OF_WIDTH[whole.element_size()])
         guards = torch.cat([bits[:GUARD], bits[-GUARD:]])
         return int((guards != self.poison["word"]).sum().item())
 
@@ -365,7 +366,7 @@ class Worker:
         for size in sorted(sizes, reverse=True)[:256]:
             width = self.poison["width"]
             n = max(size // width, 1)
-            buf = self.bound.empty(n, dtype=_INT_OF_WIDTH[width], device=self.device)
+            buf = self.bound.empty(n, dtype=INT_OF_WIDTH[width], device=self.device)
             self.bound.fill_(buf, self.poison["word"])
             held.append(buf)
         del held
@@ -451,10 +452,10 @@ class Worker:
         mask = torch.isfinite(final) & (final != 0)
         for x in before:
             if x.shape == final.shape and x.dtype == final.dtype:
-                mask &= ~(self.bound.view(x.contiguous(), _INT_OF_WIDTH[x.element_size()])
-                          == self.bound.view(final.contiguous(), _INT_OF_WIDTH[final.element_size()]))
-        same = (self.bound.view(early.contiguous(), _INT_OF_WIDTH[early.element_size()])
-                == self.bound.view(final.contiguous(), _INT_OF_WIDTH[final.element_size()])) & mask
+                mask &= ~(self.bound.view(x.contiguous(), INT_OF_WIDTH[x.element_size()])
+                          == self.bound.view(final.contiguous(), INT_OF_WIDTH[final.element_size()]))
+        same = (self.bound.view(early.contiguous(), INT_OF_WIDTH[early.element_size()])
+                == self.bound.view(final.contiguous(), INT_OF_WIDTH[final.element_size()])) & mask
         total = int(mask.sum().item())
         body = {"conclusive": conclusive, "sleep_ms": sleep_ms, "early_fraction": same.sum().item() / max(total, 1),
                 "compared": total,
@@ -556,7 +557,6 @@ def _null_call(*args):
     return None
 
 
-_INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 GUARD = 4096   # elements of guard band on each side of a problem-supplied output buffer
 
 
@@ -567,8 +567,8 @@ def _same_bits(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.numel() == 0:
         return True
     width = a.element_size()
-    ai = bound.view(a.contiguous(), _INT_OF_WIDTH[width]) if a.dtype != torch.bool else a
-    bi = bound.view(b.contiguous(), _INT_OF_WIDTH[width]) if b.dtype != torch.bool else b
+    ai = bound.view(a.contiguous(), INT_OF_WIDTH[width]) if a.dtype != torch.bool else a
+    bi = bound.view(b.contiguous(), INT_OF_WIDTH[width]) if b.dtype != torch.bool else b
     return bool(bound.equal(ai, bi))
 
 

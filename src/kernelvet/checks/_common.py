@@ -9,6 +9,10 @@ def not_reached(cid, what: str = "the run ended before this check had evidence")
     return Finding(cid, Status.SKIP, what)
 
 
+def dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def first_seen(integrity, key: str):
     """The phase after which an integrity entry first appeared (its value as it was then)."""
     for phase, entry in integrity:

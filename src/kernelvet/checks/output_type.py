@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..ids import CheckId
 from ..report import Finding, Status
-from ._common import not_reached
+from ._common import dtype_name, not_reached
 
 
 def evaluate(ev) -> Finding:
@@ -24,19 +24,15 @@ def evaluate(ev) -> Finding:
         if m.get("device") != _device_text(ev.device):
             problems.append(f"{c.phase}: output on {m.get('device')}, expected {_device_text(ev.device)}")
         if c.output is not None and c.output.dtype != ev.dtype:
-            problems.append(f"{c.phase}: dtype {_dt(c.output.dtype)}, expected {_dt(ev.dtype)}")
+            problems.append(f"{c.phase}: dtype {dtype_name(c.output.dtype)}, expected {dtype_name(ev.dtype)}")
         if c.output is not None and tuple(c.output.shape) != ev.shape:
             problems.append(f"{c.phase}: shape {tuple(c.output.shape)}, expected {ev.shape}")
-    evidence = {"calls_checked": len(observed), "expected": {"dtype": _dt(ev.dtype), "shape": list(ev.shape),
+    evidence = {"calls_checked": len(observed), "expected": {"dtype": dtype_name(ev.dtype), "shape": list(ev.shape),
                                                              "device": _device_text(ev.device)}}
     if problems:
         return Finding(CheckId.OUTPUT_TYPE, Status.FAIL, problems[0], {**evidence, "problems": problems[:10]})
-    return Finding(CheckId.OUTPUT_TYPE, Status.PASS, f"plain {_dt(ev.dtype)} tensor of shape {ev.shape} "
+    return Finding(CheckId.OUTPUT_TYPE, Status.PASS, f"plain {dtype_name(ev.dtype)} tensor of shape {ev.shape} "
                    f"on {_device_text(ev.device)} in all {len(observed)} observed calls", evidence)
-
-
-def _dt(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _device_text(dev) -> str:

@@ -11,7 +11,7 @@ import math
 from .. import metrics
 from ..ids import CheckId
 from ..report import Finding, Status
-from ._common import not_reached
+from ._common import dtype_name, not_reached
 
 
 def evaluate(ev) -> Finding:
@@ -26,7 +26,7 @@ def evaluate(ev) -> Finding:
             continue
         if c.output.dtype != ev.dtype:
             return Finding(CheckId.PRECISION, Status.FAIL,
-                           f"output dtype is {_dt(c.output.dtype)}; the problem declares {_dt(ev.dtype)}",
+                           f"output dtype is {dtype_name(c.output.dtype)}; the problem declares {dtype_name(ev.dtype)}",
                            {"phase": c.phase})
         ref = ev.refs64[c.values_of]
         if tuple(c.output.shape) != tuple(ref.shape):
@@ -47,7 +47,7 @@ def evaluate(ev) -> Finding:
     if err > tol:
         what = "non-finite values" if math.isinf(err) else f"relative error {err:.3g}"
         return Finding(CheckId.PRECISION, Status.FAIL,
-                       f"{what} against the float64 reference exceeds the {_dt(ev.dtype)} bound {tol:.2g}"
+                       f"{what} against the float64 reference exceeds the {dtype_name(ev.dtype)} bound {tol:.2g}"
                        f" ({_hint(err, ev.dtype)})", evidence)
     return Finding(CheckId.PRECISION, Status.PASS,
                    f"max relative error {err:.2g} <= {tol:.2g} over {len(rows)} input sets", evidence)
@@ -58,7 +58,3 @@ def _hint(err: float, dtype) -> str:
     if dtype == torch.float32 and 1e-4 < err < 1e-2:
         return "the fingerprint of TF32, float16 or bfloat16 arithmetic"
     return "wrong result"
-
-
-def _dt(dtype) -> str:
-    return str(dtype).removeprefix("torch.")

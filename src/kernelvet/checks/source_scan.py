@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-__all__ = ["SourceHit", "DEFAULT_FORBIDDEN", "scan_source", "forbidden_for_aten_ops"]
+__all__ = ["SourceHit", "DEFAULT_FORBIDDEN", "scan_source", "forbidden_for_aten_ops", "heavy_ops"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,21 @@ _FAMILIES = (
     _family(_SDPA_OPS, torch=_SDPA_OPS, f=("scaled_dot_product_attention", "multi_head_attention_forward"),
             nn=("MultiheadAttention",), extra=("cudnn*", "cutlass", "flash_attn*", "xformers*")),
 )
+
+# Ops whose presence in the reference marks what the candidate was asked to write itself.
+_HEAVY = {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "linear", "dot", "mv", "addmv", "einsum",
+          "tensordot", "_softmax", "softmax", "_log_softmax", "log_softmax", "convolution", "_convolution",
+          "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose2d", "native_layer_norm",
+          "layer_norm", "native_group_norm", "native_batch_norm", "_scaled_dot_product_flash_attention",
+          "_scaled_dot_product_efficient_attention", "scaled_dot_product_attention", "_scaled_mm",
+          "cudnn_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"}
+
+
+def heavy_ops(ops: Iterable[str]) -> frozenset[str]:
+    """The traced aten ops ("aten::mm", "aten::_softmax.default") that are what a candidate is asked to write."""
+    names = {op.split("::", 1)[-1].split(".", 1)[0] for op in ops}
+    return frozenset(f"aten::{n}" for n in names if n in _HEAVY)
+
 
 _ATEN_PREFIXES = ("torch.ops.aten.", "aten::", "aten.")
 

@@ -33,6 +33,13 @@ class Entry:
     def sole(self, device: str) -> bool:
         return device in self.sole_on
 
+    def as_expected(self, failed: set[str], device: str) -> bool:
+        """A cheat: exactly its checks fired where it is sole, at least them elsewhere. Honest: none."""
+        if self.kind == "honest":
+            return not failed
+        want = {str(c) for c in self.catches}
+        return failed == want if self.sole(device) else want <= failed
+
     @property
     def path(self) -> str:
         sub = "cheats" if self.kind == "cheat" else "honest"
