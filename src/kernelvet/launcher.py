@@ -5,10 +5,21 @@ Why a separate process: the worker's parent must not be the judge (a candidate t
 memory (the secret seed, the reference), and `import torch` (seconds) should be paid once,
 not per candidate. The launcher never initialises CUDA, so forking it is safe.
 
-Control channel (SOCK_SEQPACKET, one JSON object per packet):
-  judge -> launcher  {"op": "spawn", "job": N, "cwd": DIR, "log": FILE} + the worker's socket as SCM_RIGHTS
-  launcher -> judge  {"op": "ready"} | {"op": "spawned", "job": N, "pid": P} | {"op": "exited", "job": N, "pid": P, "code": C}
-`code` is the exit status, or minus the signal number, as in subprocess.
+It also contains what the workers start (see reaper.py): it is a child subreaper, kills every
+child of its that is not a live worker, kills a worker's whole tree when it exceeds its process
+limit, and kills its process group when it ends.
+
+Control channel (SOCK_SEQPACKET, one JSON object per packet; requests have exactly these keys):
+  judge -> launcher  {"op": "spawn", "job": N, "cwd": DIR, "log": FILE, "limits": {...}}
+                     + the worker's socket as SCM_RIGHTS  (limits: see containment.LIMIT_KEYS)
+                     | {"op": "exit"}
+  launcher -> judge  {"op": "ready", "pid": P} | {"op": "refused", "job": N, "why": TEXT}
+                     | {"op": "exited", "job": N, "code": C, "why": TEXT or null}
+  worker -> judge    {"op": "spawned", "job": N, "containment": {...}}: sent by the forked child
+                     itself, after confining itself and before the candidate exists, so that the
+                     judge reads its pid (in the judge's own PID namespace) from SCM_CREDENTIALS.
+`code` is the exit status, or minus the signal number, as in subprocess; `why` says what the
+launcher did to it, if anything.
 """
 
 from __future__ import annotations
@@ -19,6 +30,12 @@ import select
 import signal
 import socket
 import sys
+import time
+
+from . import containment, reaper
+
+_SPAWN_KEYS = frozenset({"op", "job", "cwd", "log", "limits"})
+_GUARD_EVERY_S = 0.05
 
 
 def _send(ctl: socket.socket, **msg) -> None:
@@ -26,11 +43,15 @@ def _send(ctl: socket.socket, **msg) -> None:
 
 
 def _child(ctl: socket.socket, fd: int, req: dict) -> None:
-    """In the forked worker: new session, nothing inherited but its one socket, then serve."""
+    """In the forked worker: new session, confined, nothing inherited but its one socket, then serve."""
     try:
         os.setsid()
+        reaper.die_with_parent()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
+        took = containment.confine(req["limits"])
+        # From this process, not the launcher: the judge learns our pid from the kernel (SCM_CREDENTIALS).
+        _send(ctl, op="spawned", job=req["job"], containment=took)
         ctl.close()
         log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -53,6 +74,26 @@ def _child(ctl: socket.socket, fd: int, req: dict) -> None:
         os._exit(70)
 
 
+def _refusal(req) -> str | None:
+    if not isinstance(req, dict) or set(req) != _SPAWN_KEYS or type(req["job"]) is not int:
+        return f"a spawn request has exactly the keys {sorted(_SPAWN_KEYS)}"
+    if not all(isinstance(req[k], str) for k in ("cwd", "log")):
+        return "cwd and log must be paths"
+    return containment.check(req["limits"])
+
+
+class _Job:
+    def __init__(self, job: int, limits: dict):
+        self.job, self.limits, self.why = job, limits, None
+
+    def exit_reason(self, code: int) -> str | None:
+        if self.why:
+            return self.why
+        if code == -signal.SIGXCPU:
+            return f"it used up its CPU-time limit ({self.limits['cpu_s']} s of CPU)"
+        return None
+
+
 def serve(ctl_fd: int) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     # Paid once here, not per candidate. Triton is optional.
@@ -67,7 +108,10 @@ def serve(ctl_fd: int) -> None:
     with kernelvet.worker._AtenTrace():
         torch.zeros(1) + 1
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    jobs: dict[int, int] = {}
+    reaper.become_subreaper()
+    jobs: dict[int, _Job] = {}
+    strays = False          # a worker ended: its leftovers may still be around
+    next_guard = 0.0
     _send(ctl, op="ready", pid=os.getpid())
     while True:
         ready, _, _ = select.select([ctl], [], [], 0.02)
@@ -75,32 +119,64 @@ def serve(ctl_fd: int) -> None:
             data, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 4)
             if not data:
                 break  # the judge is gone: so are we
-            req = json.loads(data)
-            if req.get("op") == "exit":
+            try:
+                req = json.loads(data)
+            except ValueError:
+                req = None
+            if isinstance(req, dict) and req.get("op") == "exit":
                 break
-            if req.get("op") == "spawn" and len(fds) == 1:
+            why = _refusal(req) if isinstance(req, dict) and req.get("op") == "spawn" else "unknown request"
+            if why is None and len(fds) == 1:
                 pid = os.fork()
                 if pid == 0:
                     _child(ctl, fds[0], req)
-                os.close(fds[0])
-                jobs[pid] = req["job"]
-                _send(ctl, op="spawned", job=req["job"], pid=pid)
+                jobs[pid] = _Job(req["job"], req["limits"])
             else:
-                for fd in fds:
-                    os.close(fd)
-        while jobs:
+                job = req.get("job") if isinstance(req, dict) else None
+                _send(ctl, op="refused", job=job, why=why or "a spawn request carries exactly one socket")
+            for fd in fds:
+                os.close(fd)
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            _send(ctl, op="exited", job=jobs.pop(pid, -1), pid=pid, code=os.waitstatus_to_exitcode(status))
+            if pid in jobs:  # anything else we reap is an escaped process the sweep killed
+                job = jobs.pop(pid)
+                _kill_group(pid)
+                strays = True
+                code = os.waitstatus_to_exitcode(status)
+                _send(ctl, op="exited", job=job.job, code=code, why=job.exit_reason(code))
+        if (jobs or strays) and time.monotonic() >= next_guard:
+            _guard(jobs)
+            strays = bool(jobs)
+            next_guard = time.monotonic() + _GUARD_EVERY_S
     for pid in jobs:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _kill_group(pid)
+        reaper.kill_tree(pid)
+    reaper.sweep(set())
+
+
+def _guard(jobs: dict[int, _Job]) -> None:
+    """Kill escaped processes; kill the tree of a worker over its process limit (a fork bomb)."""
+    reaper.sweep(set(jobs))
+    procs = reaper.table()
+    for pid, job in jobs.items():
+        n = len(reaper.descendants(procs, pid))
+        if n > job.limits["max_procs"] and job.why is None:
+            job.why = (f"it started more than {job.limits['max_procs']} processes at once ({n} seen); "
+                       "its whole process tree was killed")
+            reaper.kill_tree(pid)
+            reaper.sweep(set(jobs) - {pid})
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

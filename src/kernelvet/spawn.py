@@ -10,15 +10,18 @@ import atexit
 import json
 import os
 import select
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from . import protocol
+from . import containment, protocol
+from . import sandbox as sandboxing
 
 _REPLY_FIELDS = {
     "hello": {"pid", "ppid", "torch", "python"},
@@ -29,7 +32,8 @@ _REPLY_FIELDS = {
                "py_threads_after_settle", "guard_overrun"},
     "probed": {"conclusive", "sleep_ms", "early_fraction", "compared", "why"},
     "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_pairs", "mismatches", "non_tensor",
-              "first_sets", "overruns", "warmup_calls"},
+              "first_sets", "overruns", "warmup_calls", "pad_ms"},
+    "audited": {"activities", "dropped"},
     "looped": {"exact_tensor"},
     "state": set(),
     "failed": {"phase", "error", "traceback"},
@@ -82,24 +86,49 @@ def cpu_seconds(pid: int) -> float | None:
     return total / 1e9
 
 
-class Launcher:
-    """A torch-preloaded process that forks workers (see launcher.py)."""
+# What the launcher (and, for "spawned", the freshly forked worker) may say: exactly these keys.
+_CONTROL = {"ready": {"op", "pid"}, "refused": {"op", "job", "why"}, "exited": {"op", "job", "code", "why"},
+            "spawned": {"op", "job", "containment"}}
+_UCRED = struct.Struct("3i")
 
-    def __init__(self, start_timeout: float = 120.0):
+
+class Launcher:
+    """A torch-preloaded process that forks workers (see launcher.py), optionally inside bubblewrap.
+
+    `sandbox`: "off", "auto" (bwrap if it works here) or "strict" (bwrap or UsageError).
+    `mem_limit`: bytes of data memory per CPU-only worker (None: no limit); CUDA workers get none,
+    since the CUDA driver's address-space reservations do not mix with memory rlimits.
+    `max_procs`: processes one worker's tree may hold at once before the launcher kills it.
+    """
+
+    def __init__(self, start_timeout: float = 120.0, *, sandbox: str = "off",
+                 mem_limit: int | None = containment.default_mem_bytes(), max_procs: int = containment.MAX_PROCS):
+        bwrap = sandboxing.resolve(sandbox)
+        self.sandbox = "bwrap" if bwrap else "off"
+        self.mem_limit, self.max_procs = mem_limit, max_procs
+        # Every worker's directory lives under this one, so that a sandbox needs to open only it.
+        self.root = tempfile.mkdtemp(prefix="kernelvet-")
+        env = worker_env()
+        argv = [sys.executable, "-m", "kernelvet.launcher"]
+        if bwrap:
+            argv = sandboxing.command(bwrap, [self.root, env["TRITON_CACHE_DIR"],
+                                                        env["TORCH_EXTENSIONS_DIR"]]) + argv
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The kernel stamps each packet with its sender's pid, translated into our PID namespace.
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelvet.launcher", str(child.fileno())],
-            pass_fds=[child.fileno()], env=worker_env(), stdin=subprocess.DEVNULL,
+            argv + [str(child.fileno())], pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
         child.close()
         self.ctl = parent
-        self.exits: dict[int, int] = {}
+        self.exits: dict[int, tuple[int, str | None]] = {}
         self.lock = threading.Lock()
         self._next_job = 0
         msg = self._read(time.monotonic() + start_timeout)
         if msg is None or msg.get("op") != "ready":
             self.close()
-            raise RuntimeError("the kernelvet launcher did not start (is torch importable?)")
+            raise RuntimeError("the kernelvet launcher did not start (is torch importable?"
+                               + (" does bwrap work here?)" if bwrap else ")"))
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -113,39 +142,50 @@ class Launcher:
             ready, _, _ = select.select([self.ctl], [], [], left)
             if not ready:
                 return None
-            data = self.ctl.recv(1 << 16)
+            data, anc, _flags, _addr = self.ctl.recvmsg(1 << 16, socket.CMSG_SPACE(_UCRED.size))
             if not data:
                 return None
             msg = json.loads(data)
-            if msg.get("op") == "exited":
-                self.exits[msg["pid"]] = msg["code"]
+            if not isinstance(msg, dict) or set(msg) != _CONTROL.get(msg.get("op"), ()):
+                raise RuntimeError(f"the kernelvet launcher sent a malformed control message: {data[:200]!r}")
+            for level, kind, cdata in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                    msg["sender_pid"] = _UCRED.unpack(cdata[:_UCRED.size])[0]
+            if msg["op"] == "exited":
+                self.exits[msg["job"]] = (msg["code"], msg["why"])
                 if skip_exits:
                     continue
             return msg
 
-    def spawn(self, cwd: str, log: str) -> tuple[socket.socket, int]:
+    def spawn(self, cwd: str, log: str, limits: dict) -> tuple[socket.socket, int, int, dict]:
+        """Fork a worker: its socket, its pid (in our PID namespace), its job number, and what
+        containment took effect."""
         with self.lock:
             self._next_job += 1
             job = self._next_job
             judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            req = {"op": "spawn", "job": job, "cwd": cwd, "log": log, "limits": limits}
             try:
-                socket.send_fds(self.ctl, [json.dumps({"op": "spawn", "job": job, "cwd": cwd, "log": log}).encode()],
-                                [worker_end.fileno()])
+                socket.send_fds(self.ctl, [json.dumps(req).encode()], [worker_end.fileno()])
             finally:
                 worker_end.close()
             msg = self._read(time.monotonic() + 30)
-            if msg is None or msg.get("op") != "spawned" or msg.get("job") != job:
+            while msg is not None and msg.get("job") != job:   # a late report of an earlier job
+                msg = self._read(time.monotonic() + 30)
+            if msg is None or msg["op"] != "spawned" or not msg.get("sender_pid"):
                 judge_end.close()
-                raise RuntimeError("the kernelvet launcher did not fork a worker")
-            return judge_end, int(msg["pid"])
+                why = msg["why"] if msg is not None and msg["op"] == "refused" else "no answer"
+                raise RuntimeError(f"the kernelvet launcher did not fork a worker: {why}")
+            return judge_end, msg["sender_pid"], job, msg["containment"]
 
-    def exit_code(self, pid: int, wait: float) -> int | None:
+    def exit_status(self, job: int, wait: float) -> tuple[int | None, str | None]:
+        """The job's exit code and what the launcher did to it (None, None: no report in time)."""
         deadline = time.monotonic() + wait
         with self.lock:
-            while pid not in self.exits:
+            while job not in self.exits:
                 if self._read(deadline, skip_exits=False) is None:
                     break
-            return self.exits.pop(pid, None)
+            return self.exits.pop(job, (None, None))
 
     def close(self) -> None:
         try:
@@ -157,27 +197,44 @@ class Launcher:
                 except OSError:
                     pass
                 self.proc.wait()
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
-_shared: Launcher | None = None
+_shared: dict[str, Launcher] = {}
 
 
-def shared_launcher() -> Launcher:
-    """One launcher per judge process, restarted if a candidate managed to kill it."""
-    global _shared
-    if _shared is None or not _shared.alive():
-        _shared = Launcher()
-        atexit.register(_shared.close)
-    return _shared
+def shared_launcher(sandbox: str = "off") -> Launcher:
+    """One launcher per judge process and sandbox mode, restarted if a candidate managed to kill it."""
+    launcher = _shared.get(sandbox)
+    if launcher is None or not launcher.alive():
+        launcher = _shared[sandbox] = Launcher(sandbox=sandbox)
+        atexit.register(launcher.close)
+    return launcher
+
+
+def _cpu_only(device) -> bool:
+    """Memory limits are for CPU workers only. Without the device: only where no CUDA is visible."""
+    import torch
+    if device is not None:
+        return torch.device(device).type == "cpu"
+    return not torch.cuda.is_available()
 
 
 class WorkerHandle:
-    def __init__(self, launcher: Launcher, deadline: float):
+    """One worker. `containment` says what confines it, for the report: {"sandbox": "bwrap"|"off",
+    "net": "namespace"|"user namespace"|"bwrap"|"none (why)", "limits": {...}, "max_procs": N}."""
+
+    def __init__(self, launcher: Launcher, deadline: float, device=None):
         self.launcher = launcher
         self.deadline = deadline
-        self.tmpdir = tempfile.mkdtemp(prefix="kernelvet-")
+        self.tmpdir = tempfile.mkdtemp(prefix="worker-", dir=launcher.root)
         self.log = os.path.join(self.tmpdir, ".output")
-        self.sock, self.pid = launcher.spawn(self.tmpdir, self.log)
+        limits = containment.limits(deadline - time.monotonic(), max_procs=launcher.max_procs,
+                                    mem_bytes=launcher.mem_limit if _cpu_only(device) else None)
+        self.sock, self.pid, self.job, took = launcher.spawn(self.tmpdir, self.log, limits)
+        if launcher.sandbox == "bwrap" and not took.get("net", "").endswith("namespace"):
+            took["net"] = "bwrap"   # the whole sandbox has no network, whatever the child managed itself
+        self.containment = {"sandbox": launcher.sandbox, **took}
         self.ended: WorkerEnded | None = None
 
     def request(self, type_: str, body: dict | None = None, tensors=(), *, timeout: float | None = None,
@@ -212,9 +269,11 @@ class WorkerHandle:
         raise self.ended
 
     def _end_from_exit(self):
-        code = self.launcher.exit_code(self.pid, wait=3.0)
+        code, why = self.launcher.exit_status(self.job, wait=3.0)
         self.kill()
-        if code is None:
+        if why:
+            reason = f"the worker was killed: {why}"
+        elif code is None:
             reason = "the worker vanished (no exit status: its launcher was killed?)"
         elif code < 0:
             try:
@@ -241,7 +300,7 @@ class WorkerHandle:
                 protocol.send(self.sock, "bye")
             except OSError:
                 pass
-            self.launcher.exit_code(self.pid, wait=2.0)
+            self.launcher.exit_status(self.job, wait=2.0)
         self.kill()
         self.sock.close()
 

@@ -1,0 +1,63 @@
+"""The optional bubblewrap sandbox around the launcher (and so around every worker it forks).
+
+Inside: the whole file system read-only, a private /tmp, one read-write directory for the
+launcher's per-worker directories, the compile caches, no network, a private PID namespace (the
+candidate cannot see or signal the judge, and when the sandbox ends the kernel kills every process
+in it), /dev minimal plus the GPU device nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+
+from .errors import UsageError
+
+MODES = ("auto", "off", "strict")
+# As root bwrap keeps every capability (enough to remount / read-write): drop them all.
+_ISOLATION = ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+
+
+def _base(bwrap: str) -> list[str]:
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for node in sorted(glob.glob("/dev/nvidia*")) + (["/dev/dri"] if os.path.isdir("/dev/dri") else []):
+        argv += ["--dev-bind", node, node]
+    return argv + _ISOLATION
+
+
+@functools.lru_cache(maxsize=None)
+def _trial(bwrap: str) -> str | None:
+    """Why bwrap cannot run our sandbox here (no user namespaces, a container without the rights...), or None."""
+    try:
+        run = subprocess.run(_base(bwrap) + ["true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if run.returncode == 0 else (run.stderr.decode(errors="replace").strip() or f"exit {run.returncode}")
+
+
+def resolve(mode: str) -> str | None:
+    """The bwrap executable to use for `mode`, or None to run without a sandbox."""
+    if mode not in MODES:
+        raise UsageError(f"--sandbox must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "off":
+        return None
+    bwrap = shutil.which("bwrap")
+    why = "bwrap (bubblewrap) is not installed" if bwrap is None else _trial(bwrap)
+    if why is None:
+        return bwrap
+    if mode == "strict":
+        raise UsageError(f"--sandbox strict: {why}; install bubblewrap or use --sandbox auto|off")
+    return None
+
+
+def command(bwrap: str, writable: list[str]) -> list[str]:
+    """bwrap's argv up to the command; `writable` directories are bound read-write at the same path."""
+    argv = _base(bwrap)
+    for path in writable:
+        os.makedirs(path, exist_ok=True)
+        argv += ["--bind", path, path]
+    return argv + ["--"]
