@@ -13,3 +13,11 @@ class UsageError(Exception):
 
 class HarnessError(Exception):
     """kernelvet or the problem itself failed (not the candidate). Exit code 3, verdict `error`."""
+
+
+class ProblemError(HarnessError):
+    """The problem file's own reference fails or is nondeterministic on its own inputs.
+
+    Not the candidate's fault and not a usage mistake: an `error` verdict about the problem (exit 3),
+    whose message names the problem file.
+    """

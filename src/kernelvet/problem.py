@@ -8,17 +8,27 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import os
+import weakref
 from typing import Any
 
 import torch
 
-from . import problems
-from .errors import UsageError
+from . import metrics, problems
+from .errors import ProblemError, UsageError
 from .formats import kernelbench
+from .protocol import DTYPE_SIZES
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
            "float64": torch.float64}
+_TRAVELS = {getattr(torch, name) for name in DTYPE_SIZES}   # tensor dtypes the worker protocol carries
+_SCALARS = (type(None), bool, int, float, str)              # values that travel as JSON
+
+# Which problem built each reference model, so that reference64 (called by the judge with the model
+# alone) can name the problem file; and the models whose determinism has been checked once already.
+_WHERE: "weakref.WeakKeyDictionary[torch.nn.Module, Problem]" = weakref.WeakKeyDictionary()
+_DETERMINISM_CHECKED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,47 +52,131 @@ class Problem:
     def init_inputs(self) -> list:
         got = kernelbench.call_user(self.module.get_init_inputs, self._where(), "get_init_inputs()")
         if not isinstance(got, (list, tuple)):
-            raise UsageError(f"{self._where()}: get_init_inputs() must return a list, got {type(got).__name__}")
+            raise UsageError(f"{self._where()}: get_init_inputs() must return a list, got {kernelbench.a_kind(got)}")
+        for i, x in enumerate(got):  # they travel to the worker: tensors, or JSON values
+            if isinstance(x, torch.Tensor):
+                self._check_dtype(x, f"get_init_inputs()[{i}]")
+            elif not _is_json_value(x):
+                raise UsageError(f"{self._where()}: get_init_inputs()[{i}] is {kernelbench.a_kind(x)}; init inputs "
+                                 "must be tensors, numbers, strings, None, or lists and dicts of those")
         return list(got)
+
+    def _check_dtype(self, x: torch.Tensor, what: str) -> None:
+        if x.dtype not in _TRAVELS:
+            raise UsageError(f"{self._where()}: {what} is a {str(x.dtype).removeprefix('torch.')} tensor; "
+                             f"supported dtypes: {', '.join(DTYPE_SIZES)}")
 
     def draw_inputs(self, seed: int) -> list:
         """One input set, drawn under `seed` with torch's global generator (as KernelBench does)."""
         torch.manual_seed(seed)
         got = kernelbench.call_user(self.module.get_inputs, self._where(), "get_inputs()")
         if not isinstance(got, (list, tuple)) or not got:
-            raise UsageError(f"{self._where()}: get_inputs() must return a non-empty list, "
-                             f"got {type(got).__name__}")
+            got = "an empty list" if isinstance(got, (list, tuple)) else kernelbench.a_kind(got)
+            raise UsageError(f"{self._where()}: get_inputs() must return a non-empty list, got {got}")
         out = []
         for i, x in enumerate(got):
             if isinstance(x, torch.Tensor):
+                self._check_dtype(x, f"get_inputs()[{i}]")
                 out.append(x.detach().to("cpu").contiguous().clone())
             elif isinstance(x, (bool, int, float)):
                 out.append(x)
             else:
-                raise UsageError(f"{self._where()}: get_inputs()[{i}] is a {type(x).__name__}; "
+                raise UsageError(f"{self._where()}: get_inputs()[{i}] is {kernelbench.a_kind(x)}; "
                                  "inputs must be tensors or numbers")
         return out
 
     def build_model(self, init: list, weight_seed: int) -> torch.nn.Module:
         torch.manual_seed(weight_seed)
-        return kernelbench.call_user(lambda: self.module.Model(*init), self._where(), "Model(*get_init_inputs())")
+        model = kernelbench.call_user(lambda: self.module.Model(*init), self._where(), "Model(*get_init_inputs())")
+        if not isinstance(model, torch.nn.Module):
+            raise UsageError(f"{self._where()}: Model(*get_init_inputs()) must build a torch.nn.Module, "
+                             f"got {kernelbench.a_kind(model)}")
+        _WHERE[model] = self
+        return model
+
+
+def _is_json_value(x, depth: int = 0) -> bool:
+    if isinstance(x, _SCALARS):
+        return True
+    if depth < 8 and isinstance(x, (list, tuple)):
+        return all(_is_json_value(v, depth + 1) for v in x)
+    if depth < 8 and isinstance(x, dict):
+        return all(isinstance(k, str) and _is_json_value(v, depth + 1) for k, v in x.items())
+    return False
 
 
 def reference64(model: torch.nn.Module, inputs: list, device: str) -> torch.Tensor:
-    """The reference output in float64 (where the op allows it), computed by the judge."""
+    """The reference output in float64 (where the op allows it), computed by the judge.
+
+    The reference is the problem's: if it cannot take its own inputs or returns no tensor, the
+    problem file is malformed (UsageError); if it raises or gives two answers for one input set,
+    the problem failed (ProblemError, an `error` verdict). Either message names the problem file.
+    """
+    prob = _WHERE.get(model)
+    where = prob._where() if prob else "the reference Model"
     m64 = copy.deepcopy(model).to(device=device, dtype=torch.float64)
+    _check_signature(m64, inputs, where)
+    out = _forward64(m64, inputs, device, where)
+    if model not in _DETERMINISM_CHECKED:
+        _check_same(out, _forward64(m64, inputs, device, where), where)
+        _DETERMINISM_CHECKED.add(model)
+    return out
+
+
+def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> torch.Tensor:
     args = [_to64(x, device) for x in inputs]
-    with torch.no_grad():
-        out = m64(*args)
+    try:
+        with torch.no_grad():
+            out = m64(*args)
+    except Exception as exc:  # noqa: BLE001 - the problem's own failure, reported against its file
+        raise ProblemError(f"{kernelbench.at(where, kernelbench.user_line(exc, where))}: the reference Model.forward failed on "
+                           f"its own inputs: {type(exc).__name__}: {exc}") from None
     if not isinstance(out, torch.Tensor):
-        raise UsageError(f"the reference Model returned {type(out).__name__}; "
-                         "only single-tensor outputs are supported")
+        raise UsageError(f"{where}: the reference Model.forward returned {kernelbench.a_kind(out)}; "
+                         "expected a single tensor")
+    if out.dtype not in _TRAVELS:
+        raise UsageError(f"{where}: the reference Model.forward returned a {str(out.dtype).removeprefix('torch.')} "
+                         f"tensor; supported dtypes: {', '.join(DTYPE_SIZES)}")
     return out.detach()
 
 
+def _check_signature(m64: torch.nn.Module, inputs: list, where: str) -> None:
+    """forward must accept get_inputs()'s values: a mismatch is the problem file's mistake."""
+    try:
+        sig = inspect.signature(m64.forward)
+    except (TypeError, ValueError):  # no introspectable signature: let the call decide
+        return
+    try:
+        sig.bind(*inputs)
+    except TypeError as exc:
+        line = kernelbench.def_line(type(m64).forward, where)
+        raise UsageError(f"{kernelbench.at(where, line)}: Model.forward{sig} does not accept the {len(inputs)} "
+                         f"input(s) that get_inputs() returns: {exc}") from None
+
+
+def _check_same(a: torch.Tensor, b: torch.Tensor, where: str) -> None:
+    """Two float64 runs on one input set must agree: a reference that draws random numbers (or
+    runs dropout in training mode) cannot judge anyone."""
+    if _same(a, b):
+        return
+    detail = (f"shapes {tuple(a.shape)} and {tuple(b.shape)}" if a.shape != b.shape
+              else f"relative difference {metrics.rel_error(a, b):.3g}")
+    raise ProblemError(f"{where}: the reference Model.forward is nondeterministic: two calls on the same inputs "
+                       f"differ ({detail}); it must depend only on its inputs and weights (random draws or "
+                       "dropout in training mode inside forward?)")
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return torch.allclose(a, b, rtol=1e-9, atol=0.0, equal_nan=True) or metrics.rel_error(a, b) <= 1e-9
+
+
 def _to64(x, device):
-    if isinstance(x, torch.Tensor):
-        x = x.to(device)
+    if isinstance(x, torch.Tensor):  # a copy: a reference that writes its inputs must not change them
+        x = x.to(device).clone()
         return x.double() if x.is_floating_point() else x
     return x
 
