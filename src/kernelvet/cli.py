@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .errors import HarnessError, UsageError
@@ -74,6 +75,8 @@ def _cmd_check(args) -> int:
     from . import render
     from .judge import vet
     from .problem import load_problem
+    if args.json:
+        _check_writable(args.json)  # now, not after a vet of minutes whose report would be lost
     prob = load_problem(args.ref, args.shape, args.dtype)
     try:
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
@@ -109,6 +112,19 @@ def _cmd_show(args) -> int:
 def _cmd_practice(args) -> int:
     from .practice import runner
     return runner.main(args.patterns, device=args.device, json_path=args.json, ablate=args.ablate)
+
+
+def _check_writable(path: str) -> None:
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        why = "it is a directory"
+    elif not os.path.isdir(parent):
+        why = f"directory {parent} does not exist"
+    elif not os.access(path if os.path.exists(path) else parent, os.W_OK):
+        why = "permission denied"
+    else:
+        return
+    raise UsageError(f"--json {path}: cannot write: {why}")
 
 
 def _write(path: str, text: str) -> None:

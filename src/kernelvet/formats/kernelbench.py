@@ -31,12 +31,13 @@ def read_source(path: str, what: str) -> str:
             raw = fh.read()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read {what} file: {exc.strerror}") from None
-    _check_encoding(raw, path, what)
     try:
-        return raw.decode("utf-8-sig")  # a byte-order mark is no part of the code
+        text = raw.decode("utf-8-sig")  # a byte-order mark is no part of the code
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise UsageError(f"{path}:{line}: {what} file is not UTF-8 text (byte {exc.start})") from None
+    _check_encoding(raw, path, what)
+    return text
 
 
 def _check_encoding(raw: bytes, path: str, what: str) -> None:
@@ -99,16 +100,17 @@ def candidate_entry(path: str, source: str) -> str:
         if entry in bound:
             _check_callable(path, entry, bound[entry])
             return entry
-    defined = ", ".join(n for n in bound if not n.startswith("_")) or "nothing"
+    defined = ", ".join(n for n, node in bound.items()  # imports are no part of what it defines
+                        if not n.startswith("_") and not isinstance(node, (ast.Import, ast.ImportFrom))) or "nothing"
     raise UsageError(f"{path}: candidate defines no ModelNew (nor a kernel function); it defines: {defined}")
 
 
 def _check_callable(path: str, entry: str, node: ast.stmt) -> None:
     value = getattr(node, "value", None) if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
     if type(value) in _NOT_CALLABLE:
-        kind = _NOT_CALLABLE[type(value)] or type(value.value).__name__
+        kind = f"a {_NOT_CALLABLE[type(value)]}" if _NOT_CALLABLE[type(value)] else a_kind(value.value)
         raise UsageError(f"{at(path, node.lineno)}: {entry} must be a class (or a callable), "
-                         f"but the candidate binds it to a {kind}")
+                         f"but the candidate binds it to {kind}")
 
 
 def load_reference(path: str) -> types.ModuleType:
