@@ -116,7 +116,9 @@ def _cmd_practice(args) -> int:
 
 def _check_writable(path: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
+    if not path:
+        why = "empty path"
+    elif os.path.isdir(path):
         why = "it is a directory"
     elif not os.path.isdir(parent):
         why = f"directory {parent} does not exist"

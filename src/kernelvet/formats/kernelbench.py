@@ -54,8 +54,12 @@ def _check_encoding(raw: bytes, path: str, what: str) -> None:
 
 
 def parse(source: str, path: str, what: str) -> ast.Module:
+    """The AST, after a compile that runs nothing: errors such as `return` outside a function
+    pass the parser and surface only there."""
     try:
-        return ast.parse(source, filename=path)
+        tree = ast.parse(source, filename=path)
+        compile(tree, path, "exec", dont_inherit=True)
+        return tree
     except SyntaxError as exc:
         col = f":{exc.offset}" if exc.lineno and exc.offset else ""
         raise UsageError(f"{at(path, exc.lineno)}{col}: {what} has a syntax error: {exc.msg}") from None
