@@ -33,7 +33,8 @@ class ModelNew(nn.Module):
 def problem(forward: str = "def forward(self, x):", body: str = "return x * 2",
             inputs: str = "return [torch.randn(16, 16)]", init: str = "return []", head: str = "") -> str:
     """A small valid KernelBench problem, with one part swapped for a broken one."""
-    return (f"import torch\nfrom torch import nn\n{head}\n\nclass Model(nn.Module):\n    {forward}\n        {body}\n\n\n"
+    return (f"import torch\nfrom torch import nn\n{head}\n\nclass Model(nn.Module):\n"
+            f"    {forward}\n        {body}\n\n\n"
             f"def get_inputs():\n    {inputs}\n\n\ndef get_init_inputs():\n    {init}\n")
 
 
@@ -188,6 +189,8 @@ BAD_PROBLEMS = [
                  id="forward-wants-more-inputs"),
     pytest.param(problem(forward="def forward(self):  # HERE", body="return torch.ones(2)"),
                  ["Model.forward() does not accept the 1 input(s)", "too many"], id="forward-wants-fewer-inputs"),
+    pytest.param(problem(forward="def forwards(self, x):"), ["Model defines no forward method"],
+                 id="forward-misspelt"),
     pytest.param(problem(body="return x, x"), ["Model.forward returned a tuple", "expected a single tensor"],
                  id="reference-returns-tuple"),
     pytest.param(problem(body="return [x]"), ["Model.forward returned a list", "expected a single tensor"],

@@ -129,8 +129,9 @@ def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> t
         with torch.no_grad():
             out = m64(*args)
     except Exception as exc:  # noqa: BLE001 - the problem's own failure, reported against its file
-        raise ProblemError(f"{kernelbench.at(where, kernelbench.user_line(exc, where))}: the reference Model.forward failed on "
-                           f"its own inputs: {type(exc).__name__}: {exc}") from None
+        at = kernelbench.at(where, kernelbench.user_line(exc, where))
+        raise ProblemError(f"{at}: the reference Model.forward failed on its own inputs: "
+                           f"{type(exc).__name__}: {exc}") from None
     if not isinstance(out, torch.Tensor):
         raise UsageError(f"{where}: the reference Model.forward returned {kernelbench.a_kind(out)}; "
                          "expected a single tensor")
@@ -142,6 +143,8 @@ def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> t
 
 def _check_signature(m64: torch.nn.Module, inputs: list, where: str) -> None:
     """forward must accept get_inputs()'s values: a mismatch is the problem file's mistake."""
+    if type(m64).forward is torch.nn.Module.forward:
+        raise UsageError(f"{where}: Model defines no forward method")
     try:
         sig = inspect.signature(m64.forward)
     except (TypeError, ValueError):  # no introspectable signature: let the call decide
