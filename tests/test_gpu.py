@@ -40,3 +40,26 @@ def test_cuda_honest_passes(entry):
 def test_streams_at_4096(name, want):
     report = vet_entry(by_name(name), "cuda", problem=load_problem("matmul", (4096, 4096, 4096)))
     assert report.finding(CheckId.STREAMS).status is want, report.finding(CheckId.STREAMS)
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 256), (4096, 4096, 4096)])
+@pytest.mark.parametrize("name, hidden", [("hidden_stream", True), ("triton_gemm_ieee", False),
+                                          ("synced_side_stream", False)])
+def test_kernel_audit_witnesses_hidden_work(name, hidden, shape):
+    """The profiler's trace is a witness of its own: hidden work out of the caller's stream order
+    at both sizes, nothing for honest kernels and a side stream the caller waits on."""
+    report = vet_entry(by_name(name), "cuda", problem=load_problem("matmul", shape), audit="always")
+    streams = report.finding(CheckId.STREAMS)
+    assert bool(streams.evidence.get("trace")) is hidden, streams
+    audit = report.finding(CheckId.KERNEL_AUDIT)
+    assert audit.status is (Status.PASS if not hidden else audit.status), audit
+    assert audit.evidence.get("kernels"), audit
+
+
+def test_audit_auto_is_a_second_tier():
+    """`auto` traces only candidates every other check passed: a cheap reject pays no profiler."""
+    cheat = vet_entry(by_name("hidden_stream"), "cuda")
+    assert cheat.finding(CheckId.KERNEL_AUDIT).status is Status.SKIP
+    honest = vet_entry(by_name("triton_gemm_ieee"), "cuda")
+    assert honest.finding(CheckId.KERNEL_AUDIT).status is Status.PASS
+    assert "audit" in honest.phases_s

@@ -44,6 +44,8 @@ class Evidence:
     unseen_pairs: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (seen ms, unseen ms)
     loop: list[dict] | None = None          # judge-clocked loop attempts: n, wall and CPU seconds, reported ms
     probe: dict | None = None               # the ordering probe's answer (CUDA)
+    audit: dict | None = None               # the profiler's device activities for one call (CUDA)
+    kernels_defined: tuple[str, ...] = ()   # kernels the candidate's source defines (Triton, CUDA C++)
     output_arg: int | None = None           # input index that is a problem-supplied output buffer
     aten_ops: frozenset[str] | None = None
     forbidden: frozenset[str] = frozenset()

@@ -18,6 +18,7 @@ class CheckId(str, enum.Enum):
     LIBRARY_CALL = "library-call"
     INPUTS_UNCHANGED = "inputs-unchanged"
     GLOBAL_STATE = "global-state"
+    KERNEL_AUDIT = "kernel-audit"
     WORKER = "worker"
 
     def __str__(self) -> str:  # so f-strings and JSON show "streams", not "CheckId.STREAMS"

@@ -3,10 +3,14 @@
 It never imports candidate code. It drives a worker through a fixed plan of requests, keeps
 what comes back as evidence, and lets the checks decide. The plan, in order:
 
-  load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache (determinism)
-  -> fresh sets B, C -> A overwritten in place (caching) -> timing on A, B, C (rotating, L2
-  flushed, outputs verified; unseen sets interleaved, once each) -> N back-to-back calls
-  bracketed by the judge's own clock, and the same N of a null call (timers).
+  reference: load -> inputs -> two traced calls -> timing (then dropped, its memory overwritten)
+  candidate: load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache
+  (determinism) -> fresh sets B, C -> A overwritten in place (caching) -> ordering probe (CUDA)
+  -> timing on A, B, C (rotating, L2 flushed, launch hidden, outputs verified; unseen sets
+  interleaved, once each) -> N back-to-back calls bracketed by the judge's own clock, and the
+  same N of a null call (timers) -> kernel audit under the profiler (CUDA, second tier).
+
+The plan stops as soon as a check fails on the evidence so far (Settings.early_exit).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import hashlib
 import os
 import random
 import statistics
+import threading
 import time
 
 import torch
 
-from . import checks, codec, devices, metrics, spawn
+from . import checks, codec, devices, metrics, protocol, spawn
+from .checks.kernel_audit import defined_kernels
 from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks.timers import judge_clock
 from .errors import HarnessError, UsageError
@@ -44,18 +50,25 @@ class Settings:
     loop_ms: float = 60.0         # how long the judge-clocked loop should run
     settle_s: float = 0.05        # wait before re-reading an output (work finishing after return)
     flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2
+    early_exit: bool = True       # stop the plan as soon as a check fails (no timing of a rejected candidate)
 
 
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
+AUDIT_MODES = ("auto", "always", "never")
 
 
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
         timeout: float = 300.0, allow=(), settings: Settings | None = None,
-        launcher: spawn.Launcher | None = None) -> Report:
-    """Vet one candidate file against a problem; return the report (raises only UsageError/HarnessError)."""
+        launcher: spawn.Launcher | None = None, audit: str = "auto") -> Report:
+    """Vet one candidate file against a problem; return the report (raises only UsageError/HarnessError).
+
+    `audit`: the profiler's kernel audit (CUDA) - `auto` runs it only for a candidate every other
+    check passed (it costs seconds of profiler start-up), `always`, or `never`."""
     settings = settings or Settings()
     if settings.fresh_sets < 3:
         raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
+    if audit not in AUDIT_MODES:
+        raise UsageError(f"--audit {audit!r}: expected one of {', '.join(AUDIT_MODES)}")
     t_start = time.monotonic()
     phases: dict[str, float] = {}
     prob = problem if isinstance(problem, Problem) else load_problem(problem)
@@ -75,64 +88,79 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     key_seeds = {k: rng.getrandbits(63) for k in keys}
 
     init = prob.init_inputs()
-    model = prob.build_model(init, weight_seed)
-    values = {k: prob.draw_inputs(key_seeds[k]) for k in keys}
-    _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
-    ref_device = dev
-    try:
-        refs64 = {k: reference64(model, values[k], ref_device).cpu() for k in keys}
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
-    flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
-    bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]], refs64[fresh[0]])
-    phases["problem"] = time.monotonic() - t_start
-
     info = devices.describe(dev)
     pk = devices.peaks(info)
     launcher = launcher or spawn.shared_launcher()
     flush_bytes = int(settings.flush_factor * (pk.l2_bytes if pk else 64 << 20)) if dev.type == "cuda" else 0
 
-    t0 = time.monotonic()
-    ref_run = _run_reference(launcher, prob, dev, init, weight_seed, values, fresh, refs64, settings, flush_bytes,
-                             deadline=time.monotonic() + max(timeout, 120.0))
-    phases["reference"] = time.monotonic() - t0
-    out_dtype = ref_run["dtype"]
-
-    poison_rand = rng.getrandbits(64)
-    malloc_byte = rng.choice([0x80, 0x01, 0x81, 0x02])
-    width = torch.tensor([], dtype=out_dtype).element_size()
-    nan_word = metrics.nan_poison_word(out_dtype, poison_rand)
-    poison = {"word": nan_word, "width": width, "malloc_byte": malloc_byte}
-    poison_words = (nan_word, metrics.repeated_byte_word(~malloc_byte & 0xFF, width))
-
-    ev = Evidence(
-        device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
-        flops=flops, bytes_moved=bytes_moved, inputs=values, refs64=refs64,
-        reference_error=ref_run["error"], poison_words=poison_words,
-        enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
-    )
-    ev.forbidden = prob.forbidden or heavy_ops(ref_run["aten_ops"])
-    ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
+    # One worker runs the reference first, then the candidate: one process start-up, the same
+    # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below.
+    w = _take_worker(launcher, dev, flush_bytes, time.monotonic() + max(timeout, 120.0))
     try:
-        ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden), filename=candidate)
-    except SyntaxError:
-        ev.source_hits = []
+        body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
+                                 {"word": 0, "width": 1, "malloc_byte": 0}, False, settings, 0, flush_bytes,
+                                 prob.output_arg)
+        _send_only(w, "load", body, blobs)
 
-    t0 = time.monotonic()
-    ev.output_arg = prob.output_arg
-    output = _run_candidate(ev, launcher, candidate, entry, init, weight_seed, values, fresh, unseen, settings,
-                            poison, flush_bytes, deadline=time.monotonic() + timeout, phases=phases)
-    phases["candidate"] = time.monotonic() - t0
+        model = prob.build_model(init, weight_seed)
+        values = {k: prob.draw_inputs(key_seeds[k]) for k in keys}
+        _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
+        try:
+            refs64 = {k: reference64(model, values[k], dev).cpu() for k in keys}
+        except UsageError:
+            raise
+        except Exception as exc:
+            raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
+        flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
+        bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
+                                                                                       refs64[fresh[0]])
+        phases["problem"] = time.monotonic() - t_start
 
-    findings = tuple(checks.evaluate_all(ev, waived))
+        t0 = time.monotonic()
+        ref_run = _run_reference(w, values, fresh, refs64, settings)
+        phases["reference"] = time.monotonic() - t0
+        out_dtype = ref_run["dtype"]
+
+        poison_rand = rng.getrandbits(64)
+        malloc_byte = rng.choice([0x80, 0x01, 0x81, 0x02])
+        width = torch.tensor([], dtype=out_dtype).element_size()
+        nan_word = metrics.nan_poison_word(out_dtype, poison_rand)
+        poison = {"word": nan_word, "width": width, "malloc_byte": malloc_byte}
+        poison_words = (nan_word, metrics.repeated_byte_word(~malloc_byte & 0xFF, width))
+
+        ev = Evidence(
+            device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
+            flops=flops, bytes_moved=bytes_moved, inputs=values, refs64=refs64,
+            reference_error=ref_run["error"], poison_words=poison_words,
+            enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
+        )
+        ev.forbidden = prob.forbidden or heavy_ops(ref_run["aten_ops"])
+        ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
+        try:
+            ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden), filename=candidate)
+        except SyntaxError:
+            ev.source_hits = []
+        ev.kernels_defined = defined_kernels(source)
+        ev.output_arg = prob.output_arg
+
+        t0 = time.monotonic()
+        w.deadline = time.monotonic() + timeout
+        output = _run_candidate(ev, w, candidate, entry, init, weight_seed, values, fresh, unseen, settings,
+                                poison, flush_bytes, waived, audit, phases=phases)
+        phases["candidate"] = time.monotonic() - t0
+    finally:
+        w.close()
+        w.cleanup()
+        _prepare_spare(launcher, dev, flush_bytes)
+
+    findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
     failed = [f for f in findings if f.status is Status.FAIL]
     verdict = Verdict.REJECT if failed else Verdict.PASS
     timing = None
     if ev.timing and ev.timing.get("times_ms"):
         timing = Timing(
-            method="cuda-events-per-rep, L2 flushed" if dev.type == "cuda" else "host perf_counter per rep",
+            method=("cuda-events-per-rep, L2 flushed, launch hidden" if dev.type == "cuda"
+                    else "host perf_counter per rep"),
             raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
             flops=flops, bytes_moved=bytes_moved,
             peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None)
@@ -142,6 +170,59 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         candidate=os.path.abspath(candidate), candidate_sha256=hashlib.sha256(source.encode()).hexdigest(),
         device=info, seed=secret, versions=_versions(), waived=tuple(sorted(waived, key=str)),
         candidate_output=output, phases_s=phases)
+
+
+_spares: dict[int, tuple] = {}
+_spares_lock = threading.Lock()
+
+
+def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
+    """A fresh worker: the spare made ready after the last vet on this launcher and device, if
+    there is one (its CUDA start-up is then already paid), else a new one."""
+    with _spares_lock:
+        spare = _spares.pop(id(launcher), None)
+    if spare is not None:
+        w, sdev, sflush = spare
+        if sdev == str(dev) and sflush >= flush_bytes and launcher.alive():
+            w.deadline = deadline
+            try:
+                w.request(None)   # its `prepared` answer
+                return w
+            except (spawn.WorkerEnded, spawn.CandidateRaised):
+                pass
+        w.close()
+        w.cleanup()
+    w = spawn.WorkerHandle(launcher, deadline)
+    w.hello()
+    return w
+
+
+def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
+    """Start the next vet's worker now (CUDA only: a CPU worker starts in milliseconds)."""
+    if dev.type != "cuda" or not launcher.alive():
+        return
+    try:
+        w = spawn.WorkerHandle(launcher, time.monotonic() + 600.0)
+        w.hello()
+    except (RuntimeError, OSError, spawn.WorkerEnded):
+        return
+    _send_only(w, "prepare", {"device": str(dev), "flush_bytes": flush_bytes}, [])
+    with _spares_lock:
+        old = _spares.pop(id(launcher), None)
+        _spares[id(launcher)] = (w, str(dev), flush_bytes)
+    if old is not None:
+        old[0].close()
+        old[0].cleanup()
+
+
+def _mark_not_run(findings: list, ev: Evidence) -> tuple:
+    """After an early stop, a check without evidence says why it has none."""
+    stopped = ev.extra.get("stopped_after")
+    if not stopped:
+        return tuple(findings)
+    return tuple(dataclasses.replace(f, summary=f"not run: kernelvet stopped early, after {stopped} "
+                                     "had rejected the candidate") if f.status is Status.SKIP else f
+                 for f in findings)
 
 
 def _vouched_times(ev: Evidence) -> list[float]:
@@ -208,16 +289,10 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
             "null_reps": settings.null_reps if null_reps is None else null_reps}
 
 
-def _run_reference(launcher, prob, dev, init, weight_seed, values, fresh, refs64, settings, flush_bytes, deadline):
-    """The reference implementation in its own worker: output dtype, its own error, its timing, its ops."""
-    w = spawn.WorkerHandle(launcher, deadline)
+def _run_reference(w, values, fresh, refs64, settings: Settings) -> dict:
+    """The reference implementation, first in the worker: output dtype, its own error, its timing, its ops."""
     try:
-        w.hello()
-        ref_bytes = refs64[fresh[0]].numel() * 8
-        poison = {"word": 0, "width": 1, "malloc_byte": 0}
-        body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init, poison, False,
-                                 settings, ref_bytes, flush_bytes, prob.output_arg)
-        w.request("load", body, blobs)
+        w.request(None)   # the `load` sent before the float64 references were computed
         for k in fresh:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
@@ -225,27 +300,39 @@ def _run_reference(launcher, prob, dev, init, weight_seed, values, fresh, refs64
         traced = w.request("call", {"set": fresh[1], "trace": True})
         timed = w.request("time", _time_body(fresh, settings, null_reps=0))
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
-        raise HarnessError(f"the reference implementation failed in its worker: {exc}") from None
-    finally:
-        text = w.output()
-        w.close()
-        w.cleanup()
+        raise HarnessError(f"the reference implementation failed in its worker: {exc}. {w.output()[-500:]}") from None
     if out is None:
         raise HarnessError(f"the reference Model returned a {traced.body.get('type')}, not a tensor")
     errors = [metrics.rel_error(out, refs64[fresh[0]]), metrics.rel_error(_decode_output(traced), refs64[fresh[1]])]
     if out.dtype.is_floating_point and max(errors) > 10 * metrics.TOLERANCE.get(out.dtype, 1.0):
         raise HarnessError(f"the reference implementation itself misses its float64 result by {max(errors):.3g} "
-                           f"(relative); the problem is ill-conditioned or nondeterministic. {text[-500:]}")
+                           f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops}
 
 
-def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, values, fresh, unseen,
-                   settings: Settings, poison, flush_bytes, deadline, phases) -> str:
+def _send_only(w, type_: str, body: dict, blobs) -> None:
+    """A request whose answer is read later (`w.request(None)`), so the worker works meanwhile."""
+    try:
+        protocol.send(w.sock, type_, body, blobs)
+    except OSError:
+        pass   # the worker is gone: reading the answer says how it ended
+
+
+def _early_failure(ev: Evidence, waived) -> str | None:
+    """A check that already fails on the evidence so far: the rest of the plan cannot save the
+    candidate, so it is not run (an early reject costs a fraction of a full vet)."""
+    for f in checks.evaluate_all(ev, waived):
+        if f.status is Status.FAIL:
+            return str(f.check)
+    return None
+
+
+def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values, fresh, unseen,
+                   settings: Settings, poison, flush_bytes, waived, audit, phases) -> str:
     on = ev.enabled
     out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
     max_blob = max(1 << 20, 64 * out_nbytes)
-    w = spawn.WorkerHandle(launcher, deadline)
     set_values = {k: k for k in [_WARMUP, *fresh, _PROBE, *unseen]}
     probe = ev.device.type == "cuda" and CheckId.STREAMS in on
 
@@ -257,9 +344,17 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
         msg = record(phase, set_id, w.request("call", {"set": set_id, **flags}, max_blob_bytes=max_blob))
         ev.calls.append(CallRecord(phase, set_id, set_values[set_id], msg.body, _decode_output(msg)))
 
+    def stop_if_failed(after: str) -> bool:
+        failed = _early_failure(ev, waived) if settings.early_exit else None
+        if failed:
+            ev.extra["stopped_after"] = failed
+            ev.extra["stopped_at"] = after
+        return bool(failed)
+
     try:
+        if stop_if_failed("the source scan"):
+            return w.output()
         t0 = time.monotonic()
-        w.hello()
         body, blobs = _load_body({"kind": "candidate", "path": os.path.abspath(candidate), "entry": entry},
                                  ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in on, settings,
                                  out_nbytes, flush_bytes, ev.output_arg)
@@ -273,6 +368,8 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
         t0 = time.monotonic()
         call("warmup", _WARMUP, trace=CheckId.LIBRARY_CALL in on)
         ev.reached.add("warmup")
+        if stop_if_failed("the warm-up call"):
+            return w.output()
         a = fresh[0]
         call("fresh", a, deep_paint=True)
         if CheckId.DETERMINISM in on:
@@ -288,6 +385,9 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
             set_values[a] = _OVERWRITE
             call("overwrite", a, deep_paint=True)
             ev.reached.add("overwrite")
+        if stop_if_failed("the checked calls"):
+            phases["checks"] = time.monotonic() - t0
+            return w.output()
         if probe:
             ev.probe = _ordering_probe(w, ev, _PROBE, max_blob, record)
         phases["checks"] = time.monotonic() - t0
@@ -305,26 +405,46 @@ def _run_candidate(ev: Evidence, launcher, candidate, entry, init, weight_seed, 
         phases["timing"] = time.monotonic() - t0
 
         if CheckId.TIMERS in on and ev.timing.get("times_ms"):
+            t0 = time.monotonic()
             ev.loop = _judge_clock_attempts(w, ev, fresh, settings, max_blob, record)
             ev.reached.add("loop")
+            phases["judge-clock"] = time.monotonic() - t0
+        if _audit_wanted(ev, audit, waived):
+            t0 = time.monotonic()
+            msg = record("audit", fresh[-1], w.request("audit", {"set": fresh[-1], "sleep_ms": _gate_ms(ev)},
+                                                       max_blob_bytes=max_blob))
+            ev.audit = dict(msg.body)
+            ev.reached.add("audit")
+            phases["audit"] = time.monotonic() - t0
         record("end", None, w.request("integrity"))
         ev.reached.add("end")
     except spawn.CandidateRaised as exc:
         ev.candidate_error = {"phase": exc.phase, "error": exc.error, "traceback": exc.tb}
     except spawn.WorkerEnded as exc:
         ev.worker_end = exc.reason
-    finally:
-        text = w.output()
-        w.close()
-        w.cleanup()
-    return text
+    return w.output()
+
+
+def _audit_wanted(ev: Evidence, audit: str, waived) -> bool:
+    if ev.device.type != "cuda" or audit == "never" or CheckId.KERNEL_AUDIT not in ev.enabled:
+        return False
+    if audit == "always":
+        return True
+    return not any(f.status is Status.FAIL for f in checks.evaluate_all(ev, waived))   # auto: the second tier
+
+
+def _gate_ms(ev: Evidence) -> float:
+    """How long to hold the caller's stream before a probed or audited call: longer than the call's
+    host work, so that anything ordered after the caller's stream visibly waits. Sized from the
+    calls after the warm-up (the first one compiles), 10 ms to 500 ms."""
+    walls = [c.meta.get("wall_s", 0.0) for c in ev.calls if c.meta and c.phase != "warmup"]
+    return min(max(10.0, 4e3 * max(walls, default=0.0)), 500.0)
 
 
 def _ordering_probe(w, ev: Evidence, set_id, max_blob, record) -> dict:
     """Hold the caller's stream in a sleep long enough to outlast the call's host work (retry once
     longer if the call outlasted it), and see whether the output was finished anyway."""
-    longest = max((c.meta.get("wall_s", 0.0) for c in ev.calls if c.meta), default=0.0) * 1e3
-    sleep_ms = min(max(10.0, 4 * longest), 500.0)
+    sleep_ms = _gate_ms(ev)
     body = {}
     for _ in range(2):
         msg = record("probe", set_id, w.request("probe", {"set": set_id, "sleep_ms": sleep_ms},

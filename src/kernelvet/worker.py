@@ -22,6 +22,7 @@ import timeit
 import traceback
 
 import torch
+import torch.profiler
 
 from . import codec, protocol
 from .metrics import INT_OF_WIDTH
@@ -37,6 +38,8 @@ REQUESTS = {
     "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms", "null_reps"}),
     "loop": frozenset({"set", "n", "null"}),
     "probe": frozenset({"set", "sleep_ms"}),
+    "audit": frozenset({"set", "sleep_ms"}),
+    "prepare": frozenset({"device", "flush_bytes"}),
     "release": frozenset({"empty_cache"}),
     "integrity": frozenset(),
     "bye": frozenset(),
@@ -63,6 +66,8 @@ class _Bound:
         "torch.cuda.Stream.synchronize": (torch.cuda.Stream, "synchronize"),
         "torch.cuda.current_stream": (torch.cuda, "current_stream"),
         "torch.cuda.empty_cache": (torch.cuda, "empty_cache"),
+        "torch.cuda._sleep": (torch.cuda, "_sleep"),
+        "torch.profiler.profile": (torch.profiler, "profile"),
         "threading.enumerate": (threading, "enumerate"),
         "threading.active_count": (threading, "active_count"),
         "torch.equal": (torch, "equal"), "torch.empty": (torch, "empty"),
@@ -79,7 +84,8 @@ class _Bound:
         self.cuda_sync, self.Event = o["torch.cuda.synchronize"], o["torch.cuda.Event"]
         self.ev_record, self.ev_elapsed = o["torch.cuda.Event.record"], o["torch.cuda.Event.elapsed_time"]
         self.ev_sync = o["torch.cuda.Event.synchronize"]
-        self.empty_cache = o["torch.cuda.empty_cache"]
+        self.empty_cache, self.spin = o["torch.cuda.empty_cache"], o["torch.cuda._sleep"]
+        self.profile = o["torch.profiler.profile"]
         self.enumerate = o["threading.enumerate"]
         self.equal, self.empty = o["torch.equal"], o["torch.empty"]
         self.clone, self.copy_ = o["torch.Tensor.clone"], o["torch.Tensor.copy_"]
@@ -225,14 +231,13 @@ class Worker:
         self.settle_s = float(b["settle_s"])
         self.output_arg = b.get("output_arg")
         if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
-            torch.zeros(1, device=self.device)  # CUDA context now, not inside the candidate's first call
-            self.flush_buf = self.bound.empty(max(int(b["flush_bytes"]), 1), dtype=torch.uint8, device=self.device)
-            self.probe_stream = torch.cuda.Stream(device=self.device)
+            self._start_device(int(b["flush_bytes"]))
         elif self.paint:
             _malloc_perturb(self.poison["malloc_byte"])
         init = _decode_values(b["init"], msg.tensors)
         target = b["target"]
+        if target["kind"] == "candidate" and self.fn is not None:
+            self._forget_reference()
         t0 = self.bound.pc()
         if target["kind"] == "candidate":
             module = self._run_candidate("importing the candidate", _import_file, target["path"])
@@ -252,6 +257,40 @@ class Worker:
             self.fn = entry
         self._sync()
         return "loaded", {"import_s": t1 - t0, "build_s": self.bound.pc() - t1}, []
+
+    def _start_device(self, flush_bytes: int) -> None:
+        """CUDA context, flush buffer and probe stream: now, not inside the candidate's first call."""
+        if self.flush_buf is not None and self.flush_buf.device == self.device and self.flush_buf.numel() >= flush_bytes:
+            return
+        torch.cuda.set_device(self.device)
+        torch.zeros(1, device=self.device)
+        self.flush_buf = self.bound.empty(max(flush_bytes, 1), dtype=torch.uint8, device=self.device)
+        self.probe_stream = torch.cuda.Stream(device=self.device)
+
+    def _do_prepare(self, msg):
+        """A spare worker gets its device ready before any vet needs it (its CUDA start-up is then
+        off every vet's clock); it has seen no problem and no candidate yet."""
+        t0 = self.bound.pc()
+        self.device = torch.device(msg.body["device"])
+        if self.device.type == "cuda":
+            self._start_device(int(msg.body["flush_bytes"]))
+        return "prepared", {"start_s": self.bound.pc() - t0}, []
+
+    def _forget_reference(self) -> None:
+        """The reference ran here first (same process, same clocks, no second CUDA start-up):
+        drop it and its inputs, and overwrite every free block it left in the allocator's cache,
+        so a candidate that returns `torch.empty` cannot be handed the reference's answer."""
+        self.fn = None
+        self.sets.clear()
+        self.out_buffers.clear()
+        gc.collect()
+        if self.device.type == "cuda":
+            self._sync()
+            self._paint(deep=True)
+            self._sync()
+            self.bound.empty_cache()
+        self.calls = 0
+        self.state0 = global_state()   # what the trusted reference set up is not the candidate's doing
 
     def _do_inputs(self, msg):
         values = _decode_values(msg.body["layout"], msg.tensors)
@@ -386,8 +425,11 @@ class Worker:
         bound = self.bound
         t0 = bound.pc()
         i = 0
+        host = []   # host time of each warm-up call up to its return (its launch cost, on CUDA)
         while i < int(b["warmup"]) or (bound.pc() - t0 < float(b.get("warmup_ms", 0)) / 1e3 and i < 10_000):
+            c0 = bound.pc()
             self._run_candidate("warm-up call", self.fn, *self.sets[sets[i % len(sets)]])
+            host.append(bound.pc() - c0)
             i += 1
             if i % 8 == 0:
                 self._sync()
@@ -395,7 +437,7 @@ class Worker:
         per_call = max((bound.pc() - t0) / max(i, 1), 1e-6)
         expected = max(min(reps, int(budget_s / per_call)), min_reps)
         spacing = max(1, expected // (len(unseen) + 1))
-        rec = _Reps(self)
+        rec = _Reps(self, _launch_pad_s(host) if self.device.type == "cuda" else 0.0)
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
@@ -410,7 +452,8 @@ class Worker:
         null_drains = rec.null_drains(int(b["null_reps"])) if self.device.type == "cuda" else []
         body = {"times_ms": rec.times, "drain_ms": rec.drains, "null_drain_ms": null_drains, "order": rec.order,
                 "unseen_pairs": rec.pairs, "mismatches": rec.mismatches, "non_tensor": rec.non_tensor,
-                "overruns": rec.overruns, "warmup_calls": i, "first_sets": sorted(rec.first)}
+                "overruns": rec.overruns, "warmup_calls": i, "first_sets": sorted(rec.first),
+                "pad_ms": rec.pad_s * 1e3}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):
@@ -430,9 +473,8 @@ class Worker:
             self._paint_out_buffer(s)
         self._sync()
         bound = self.bound
-        clock_khz = getattr(torch.cuda.get_device_properties(self.device), "clock_rate", 0) or 1_500_000
         sleep_ms = float(msg.body["sleep_ms"])
-        torch.cuda._sleep(int(sleep_ms * clock_khz))
+        self._spin(sleep_ms / 1e3)
         gate = bound.Event()
         bound.ev_record(gate)
         out = self._run_candidate("probed call", self.fn, *inputs)
@@ -462,6 +504,40 @@ class Worker:
                 "why": "" if conclusive else "the call waited for the device (it synchronised), so order cannot be seen"}
         return "probed", body, [codec.to_blob(final)]
 
+    def _spin(self, seconds: float) -> None:
+        """Hold the caller's stream for about `seconds` (a spin kernel counting SM cycles)."""
+        khz = getattr(torch.cuda.get_device_properties(self.device), "clock_rate", 0) or 1_500_000
+        self.bound.spin(max(int(seconds * khz * 1e3), 1))
+
+    def _do_audit(self, msg):
+        """Every kernel, copy and fill the device ran for one call, from the profiler (CUPTI).
+
+        The call is bracketed on the caller's stream by a spin kernel before it (the gate: work
+        ordered after the caller's stream cannot start until it ends) and one after it (the end
+        marker). The judge classifies the rest: unordered, late, vendor-library, none at all.
+        """
+        s = int(msg.body["set"])
+        inputs = self.sets[s]
+        if self.paint:
+            self._paint(deep=False)
+            self._paint_out_buffer(s)
+        self._sync()
+        with self.bound.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            self._spin(float(msg.body["sleep_ms"]) / 1e3)
+            self._run_candidate("audited call", self.fn, *inputs)
+            self._spin(1e-6)
+            self._sync()
+            self.bound.sleep(self.settle_s)
+            self._sync()
+        acts = []
+        for e in prof.profiler.kineto_results.events():
+            if "cuda" not in str(e.device_type()).lower():
+                continue
+            acts.append({"name": e.name()[:300], "stream": int(e.device_resource_id()), "start_ns": int(e.start_ns()),
+                         "end_ns": int(e.end_ns()), "corr": int(e.correlation_id())})
+        acts.sort(key=lambda a: a["corr"])
+        return "audited", {"activities": acts[:AUDIT_MAX], "dropped": max(len(acts) - AUDIT_MAX, 0)}, []
+
     def _do_loop(self, msg):
         """N back-to-back calls ending in a device-wide sync; the judge's clock brackets this."""
         n = int(msg.body["n"])
@@ -490,9 +566,10 @@ class _Reps:
     """One timed rep at a time: paint, flush, two clocks, and a bitwise check against the first
     output of the same input set (outputs of timed calls are verified, not just a separate pass)."""
 
-    def __init__(self, worker: Worker):
+    def __init__(self, worker: Worker, pad_s: float = 0.0):
         self.w = worker
         self.cuda = worker.device.type == "cuda"
+        self.pad_s = pad_s
         self.first: dict[int, torch.Tensor] = {}
         self.times, self.drains, self.order = [], [], []
         self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
@@ -512,6 +589,8 @@ class _Reps:
             w._paint_out_buffer(s)
         if self.cuda:
             bound.zero_(w.flush_buf)
+            if self.pad_s:
+                w._spin(self.pad_s)   # the call is enqueued before the start event fires: no launch gap
             bound.ev_record(self.start)
             out = w._run_candidate("timed call", w.fn, *inputs)
             bound.ev_record(self.end)
@@ -557,7 +636,23 @@ def _null_call(*args):
     return None
 
 
+def _launch_pad_s(host_s: list[float]) -> float:
+    """How long to hold the stream before each timed rep so that the device waits for the launch.
+
+    As do_bench's queue does for a kernel the device is busy with: the events then time the device
+    work, not the host's launch path (a Triton launch costs ~55 us of host time against a 13 us
+    kernel on an H200). Sized from the warm-up calls after compilation: 1.5x their 90th percentile,
+    at least 20 us, and at most PAD_MAX_S: one launch's latency is hidden, never a call's host
+    work (a call that spends longer on the host shows it in its events, as under do_bench).
+    """
+    recent = sorted(host_s[len(host_s) // 2:]) or [0.0]
+    p90 = recent[min(len(recent) - 1, int(0.9 * len(recent)))]
+    return min(max(1.5 * p90, 20e-6), PAD_MAX_S)
+
+
 GUARD = 4096   # elements of guard band on each side of a problem-supplied output buffer
+AUDIT_MAX = 2000   # device activities kept from one audited call
+PAD_MAX_S = 100e-6   # the most launch latency the timed reps hide (Triton's, ~55 us, fits)
 
 
 def _same_bits(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -1,14 +1,16 @@
 """`library-call`: the candidate does not call the library op it was meant to replace.
 
-Two witnesses: a scan of the source (AST, plus string literals for inline C++/CUDA) and the aten
+Three witnesses: a scan of the source (AST, plus string literals for inline C++/CUDA), the aten
 ops the candidate actually dispatched in a traced call, so `getattr(torch, "m" + "m")` and
-`torch.ops.aten.mm` are caught too. The forbidden set defaults to the heavy ops the reference
+`torch.ops.aten.mm` are caught too, and (CUDA, when the kernel audit ran) the vendor library
+kernels in the profiler's trace, which also sees cuBLAS reached through ctypes or a prebuilt .so. The forbidden set defaults to the heavy ops the reference
 itself dispatches (traced in its own worker)."""
 
 from __future__ import annotations
 
 from ..ids import CheckId
 from ..report import Finding, Status
+from .kernel_audit import vendor_kernels
 
 
 def evaluate(ev) -> Finding:
@@ -27,5 +29,10 @@ def evaluate(ev) -> Finding:
         if bad:
             return Finding(CheckId.LIBRARY_CALL, Status.FAIL,
                            f"the candidate dispatched {', '.join(bad)}, the op it was meant to replace", evidence)
+    vendor = vendor_kernels(ev) if ev.forbidden else []
+    if vendor:
+        return Finding(CheckId.LIBRARY_CALL, Status.FAIL,
+                       f"the device ran the vendor library kernel {vendor[0][:200]}: the library call the problem "
+                       "forbids", {**evidence, "vendor_kernels": vendor})
     return Finding(CheckId.LIBRARY_CALL, Status.PASS,
                    "no forbidden op in the source" + (" or in the traced call" if traced else ""), evidence)

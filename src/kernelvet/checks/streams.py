@@ -10,7 +10,8 @@ At small sizes hidden work can finish inside the host's launch gaps, where no cl
 a second witness asks about order, not time: the worker holds the caller's stream in a sleep,
 calls the candidate, and copies the output on a stream of its own before the sleep ends. Work
 ordered after the caller's stream cannot have run yet; an output already finished was computed
-on a stream the caller never waited on."""
+on a stream the caller never waited on. A third witness, when the kernel audit ran: the
+profiler's trace of one call (see kernel_audit.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import statistics
 from ..ids import CheckId
 from ..report import Finding, Status
 from ._common import not_reached
+from .kernel_audit import hidden_work
 
 RATIO = 0.5
 FLOOR_MS = 0.008   # medians of the no-call drain vary by a few microseconds (9.5-13.6 us on an H200)
@@ -30,11 +32,15 @@ def evaluate(ev) -> Finding:
     if ev.device.type != "cuda":
         return Finding(CheckId.STREAMS, Status.SKIP, "no streams on the CPU: host timing waits for all work")
     p = ev.probe or {}
+    traced = hidden_work(ev)   # None when the audit did not run or saw nothing out of order
     if p.get("conclusive") and p.get("compared", 0) >= MIN_COMPARED and p.get("early_fraction", 0) > EARLY_FRACTION:
         return Finding(CheckId.STREAMS, Status.FAIL,
                        f"{100 * p['early_fraction']:.0f}% of the output was already computed while the caller's "
                        f"stream was still {p['sleep_ms']:.0f} ms short of the call: the work ran on a stream the "
-                       "caller never waited on", {"probe": p})
+                       "caller never waited on", {"probe": p, "trace": traced})
+    if traced:
+        return Finding(CheckId.STREAMS, Status.FAIL, traced + ": work hidden on another stream",
+                       {"probe": p, "trace": traced})
     t = ev.timing or {}
     if not t.get("drain_ms") or not t.get("null_drain_ms"):
         return not_reached(CheckId.STREAMS)
@@ -44,7 +50,7 @@ def evaluate(ev) -> Finding:
     hidden = drain - base
     evidence = {"events_median_ms": events, "drain_median_ms": drain, "drain_baseline_ms": base,
                 "hidden_ms": hidden, "ratio": (events + max(hidden, 0)) / events if events > 0 else None,
-                "probe": p}
+                "probe": p, "trace": traced}
     if hidden > RATIO * events and hidden > FLOOR_MS:
         return Finding(CheckId.STREAMS, Status.FAIL,
                        f"{hidden:.4g} ms of device work per call outlived the caller's stream events "

@@ -114,6 +114,8 @@ CORPUS: tuple[Entry, ...] = (
     _cheat("at_operator", 10, "matmul", BOTH, C.LIBRARY_CALL),
     _cheat("inline_cpp_mm", 10, "matmul", BOTH, C.LIBRARY_CALL,
            note="where no C++ toolchain is present, the import fails too (worker)"),
+    _cheat("ctypes_cublas", 10, "matmul", ("cuda",), C.LIBRARY_CALL),
+    _cheat("decoy_kernel", None, "matmul", ("cuda",), C.KERNEL_AUDIT),
     _cheat("inplace_relu", None, "relu.py", BOTH, C.INPUTS_UNCHANGED),
     _cheat("blind_harness", None, "relu.py", BOTH, C.GLOBAL_STATE),
     _cheat("patched_allclose", None, "matmul", BOTH, C.UNWRITTEN_OUTPUT, C.GLOBAL_STATE,

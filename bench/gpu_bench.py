@@ -1,0 +1,160 @@
+"""Issue 4's measurements on a CUDA machine, in one invocation; writes a JSON file and a table.
+
+1. Timing: kernelvet's reported median against `triton.testing.do_bench` for honest Triton
+   float32 GEMMs (IEEE dot) at 256, 1024, 4096, 8192, a Triton softmax, and the torch reference,
+   three alternating runs each (do_bench, kernelvet, do_bench, ...); the median of each side's
+   three medians is compared.
+2. Latency through the Python API with a warm launcher and a warm Triton cache: an honest 256^3
+   Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
+3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone.
+
+Usage: python bench/gpu_bench.py OUT_DIR [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import triton
+
+import kernelvet
+from kernelvet import load_problem, spawn
+from kernelvet.practice import by_name, kernels
+
+SIZES = (256, 1024, 4096, 8192)
+SOFTMAX = (4096, 4096)
+
+
+def _dobench(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def timing_rows(launcher, quick: bool) -> list[dict]:
+    rows = []
+    cases = [("triton_gemm_ieee", "matmul", (n, n, n)) for n in (SIZES[:2] if quick else SIZES)]
+    cases.append(("triton_softmax", "softmax", SOFTMAX))
+    for name, prob_name, shape in cases:
+        prob = load_problem(prob_name, shape)
+        g = torch.Generator(device="cuda").manual_seed(0)
+        if prob_name == "matmul":
+            m, n, k = shape
+            a = torch.randn(m, k, device="cuda", generator=g)
+            b = torch.randn(k, n, device="cuda", generator=g)
+            cand = lambda: kernels.matmul(a, b, ieee=True)        # noqa: E731
+            ref = lambda: torch.mm(a, b)                          # noqa: E731
+        else:
+            x = torch.randn(*shape, device="cuda", generator=g)
+            cand = lambda: kernels.softmax(x)                     # noqa: E731
+            ref = lambda: torch.softmax(x, dim=-1)                # noqa: E731
+        db_c, db_r, kv_c, kv_r, walls = [], [], [], [], []
+        for _ in range(3):
+            db_c.append(_dobench(cand))
+            db_r.append(_dobench(ref))
+            t0 = time.perf_counter()
+            rep = kernelvet.vet(by_name(name).path, prob, device="cuda", launcher=launcher, audit="never")
+            walls.append(time.perf_counter() - t0)
+            assert rep.verdict.value == "pass", [f.summary for f in rep.failed]
+            kv_c.append(rep.timing.median_ms)
+            kv_r.append(rep.timing.reference_median_ms)
+        row = {"kernel": name, "shape": list(shape),
+               "do_bench_ms": statistics.median(db_c), "kernelvet_ms": statistics.median(kv_c),
+               "do_bench_ref_ms": statistics.median(db_r), "kernelvet_ref_ms": statistics.median(kv_r),
+               "runs": {"do_bench": db_c, "kernelvet": kv_c, "do_bench_ref": db_r, "kernelvet_ref": kv_r},
+               "vet_wall_s": walls}
+        row["ratio"] = row["kernelvet_ms"] / row["do_bench_ms"]
+        row["ref_ratio"] = row["kernelvet_ref_ms"] / row["do_bench_ref_ms"]
+        rows.append(row)
+        print(f"{name} {shape}: do_bench {row['do_bench_ms']:.4f} ms, kernelvet {row['kernelvet_ms']:.4f} ms "
+              f"({row['ratio']:.3f}); torch ref {row['do_bench_ref_ms']:.4f} vs {row['kernelvet_ref_ms']:.4f} "
+              f"({row['ref_ratio']:.3f})", flush=True)
+    return rows
+
+
+def latency_rows(launcher) -> list[dict]:
+    rows = []
+    cases = [("triton_gemm_ieee", "never"), ("triton_gemm_ieee", "auto"), ("triton_gemm_ieee", "auto"),
+             ("torch_mm", "auto"), ("bf16_operands", "auto"), ("hidden_stream", "auto")]
+    kernelvet.vet(by_name("triton_gemm_ieee").path, "matmul", device="cuda", launcher=launcher, audit="never")
+    for name, audit in cases * 2:
+        t0 = time.perf_counter()
+        rep = kernelvet.vet(by_name(name).path, "matmul", device="cuda", launcher=launcher, audit=audit)
+        wall = time.perf_counter() - t0
+        rows.append({"candidate": name, "audit": audit, "wall_s": wall, "verdict": rep.verdict.value,
+                     "failed": [str(f.check) for f in rep.failed], "phases_s": rep.phases_s})
+        print(f"vet {name} audit={audit}: {wall:.2f} s {rep.verdict.value} {rows[-1]['failed']} "
+              + " ".join(f"{k}={v:.2f}" for k, v in rep.phases_s.items()), flush=True)
+    return rows
+
+
+def cli_rows() -> list[dict]:
+    env = {**os.environ}
+    py = sys.executable
+    rows = []
+    for label, cmd in [("python + import torch", [py, "-c", "import torch"]),
+                       ("python + import torch + CUDA init", [py, "-c", "import torch; torch.zeros(1, device='cuda')"]),
+                       ("kernelvet check (audit never)", [py, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path,
+                                                          "--ref", "matmul", "--device", "cuda", "--audit", "never"]),
+                       ("kernelvet check (audit auto)", [py, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path,
+                                                         "--ref", "matmul", "--device", "cuda", "--verbose"])]:
+        walls = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            walls.append(time.perf_counter() - t0)
+        rows.append({"what": label, "wall_s": walls, "median_s": statistics.median(walls), "rc": proc.returncode,
+                     "tail": proc.stdout[-600:]})
+        print(f"{label}: {statistics.median(walls):.2f} s (rc {proc.returncode})", flush=True)
+    return rows
+
+
+def table(res: dict) -> str:
+    out = [f"# kernelvet on {res['device']} ({res['date']})", "",
+           f"torch {res['torch']}, Triton {res['triton']}, Python {res['python']}", "",
+           "## Timing: kernelvet vs triton.testing.do_bench (median of three alternating runs)", "",
+           "| kernel | shape | do_bench ms | kernelvet ms | ratio | torch ref do_bench ms | kernelvet ref ms | ratio |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in res["timing"]:
+        out.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | {r['do_bench_ms']:.4f} | "
+                   f"{r['kernelvet_ms']:.4f} | {r['ratio']:.3f} | {r['do_bench_ref_ms']:.4f} | "
+                   f"{r['kernelvet_ref_ms']:.4f} | {r['ref_ratio']:.3f} |")
+    out += ["", "## Latency through the Python API (warm launcher, warm Triton cache)", "",
+            "| candidate | audit | wall s | verdict | failed | phases |", "|---|---|---|---|---|---|"]
+    for r in res["latency"]:
+        ph = ", ".join(f"{k} {v:.2f}" for k, v in r["phases_s"].items())
+        out.append(f"| {r['candidate']} | {r['audit']} | {r['wall_s']:.2f} | {r['verdict']} | "
+                   f"{', '.join(r['failed']) or '-'} | {ph} |")
+    out += ["", "## The CLI, end to end (median of 3)", "", "| what | median s | runs |", "|---|---|---|"]
+    for r in res["cli"]:
+        out.append(f"| {r['what']} | {r['median_s']:.2f} | {', '.join(f'{w:.2f}' for w in r['wall_s'])} |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    dest = sys.argv[1]
+    quick = "--quick" in sys.argv
+    os.makedirs(dest, exist_ok=True)
+    import platform
+    res = {"device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
+    t0 = time.perf_counter()
+    launcher = spawn.shared_launcher()
+    res["launcher_start_s"] = time.perf_counter() - t0
+    res["latency"] = latency_rows(launcher)
+    res["timing"] = timing_rows(launcher, quick)
+    res["cli"] = cli_rows()
+    with open(os.path.join(dest, "gpu-bench.json"), "w") as fh:
+        json.dump(res, fh, indent=1, default=str)
+    text = table(res)
+    with open(os.path.join(dest, "gpu-bench.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The kernel audit's decisions on synthetic profiler traces, shaped like the H200's (names from
+bench/results/2026-11-30-h200/diag-timing-session2.json). Fast, no GPU: the GPU suite traces for real."""
+
+import pytest
+
+from kernelvet.checks import REGISTRY
+from kernelvet.checks.kernel_audit import classify, defined_kernels
+from kernelvet.ids import CheckId
+from kernelvet.report import Status
+from kernelvet.worker import PAD_MAX_S, _launch_pad_s
+
+from .test_checks_unit import _ev
+
+SPIN = "at::cuda::(anonymous namespace)::spin_kernel(long)"
+CUBLAS = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
+
+
+def _act(name, stream, start, end, corr):
+    return {"name": name, "stream": stream, "start_ns": start, "end_ns": end, "corr": corr}
+
+
+def _trace(*own):
+    """Gate spin 0-1000 ns and end marker at 5000 ns on stream 7, around the candidate's activities."""
+    return {"activities": [_act(SPIN, 7, 0, 1000, 1), *own, _act(SPIN, 7, 5000, 5010, 99)], "dropped": 0}
+
+
+IN_ORDER = _act("matmul_kernel", 7, 1100, 2000, 5)
+SIDE_WAITED = _act("matmul_kernel", 30, 1100, 2000, 5)           # a side stream that waited on the caller's
+HIDDEN = _act("matmul_kernel", 30, 200, 900, 5)                  # ran while the gate held the caller's stream
+LATE = _act("matmul_kernel", 30, 4000, 9000, 5)                  # ended after the end marker began
+AFTER_RETURN = _act("matmul_kernel", 30, 6000, 7000, 120)        # launched after the end marker
+
+
+@pytest.mark.parametrize("acts, hidden", [((IN_ORDER,), False), ((SIDE_WAITED,), False), ((HIDDEN,), True),
+                                          ((LATE,), True), ((AFTER_RETURN,), True)])
+def test_streams_takes_the_trace_as_a_witness(acts, hidden):
+    f = REGISTRY[CheckId.STREAMS](_ev(audit=_trace(*acts)))
+    assert (f.status is Status.FAIL) is hidden, f
+    assert bool(f.evidence.get("trace")) is hidden
+
+
+def test_library_call_sees_vendor_kernels_in_the_trace():
+    ev = _ev(audit=_trace(_act(CUBLAS, 7, 1100, 2000, 5)), forbidden=frozenset({"aten::mm"}))
+    f = REGISTRY[CheckId.LIBRARY_CALL](ev)
+    assert f.status is Status.FAIL and "cublas" in f.summary
+    ev.forbidden = frozenset()   # a problem that forbids nothing may use the vendor's kernels
+    assert REGISTRY[CheckId.LIBRARY_CALL](ev).status is Status.PASS
+
+
+def test_a_candidates_own_kernel_named_like_a_vendors_is_its_own():
+    ev = _ev(audit=_trace(_act("cutlass_style_gemm", 7, 1100, 2000, 5)), forbidden=frozenset({"aten::mm"}),
+             kernels_defined=("cutlass_style_gemm",))
+    assert REGISTRY[CheckId.LIBRARY_CALL](ev).status is Status.PASS
+
+
+@pytest.mark.parametrize("acts, defined, status", [
+    ((IN_ORDER,), (), Status.PASS),
+    ((IN_ORDER,), ("matmul_kernel",), Status.PASS),
+    ((IN_ORDER,), ("tiled_matmul",), Status.FAIL),                                  # defined, never ran
+    ((_act("Memcpy DtoD (Device -> Device)", 7, 1100, 1200, 5),), (), Status.FAIL),  # no kernel at all
+    ((), (), Status.FAIL),
+])
+def test_kernel_audit_decides_what_only_the_trace_tells(acts, defined, status):
+    f = REGISTRY[CheckId.KERNEL_AUDIT](_ev(audit=_trace(*acts), kernels_defined=defined))
+    assert f.status is status, f
+
+
+def test_a_trace_without_the_markers_fails_closed():
+    f = REGISTRY[CheckId.KERNEL_AUDIT](_ev(audit={"activities": [IN_ORDER], "dropped": 0}))
+    assert f.status is Status.FAIL and "marker" in f.summary
+    assert classify({"activities": [IN_ORDER]}) is None
+
+
+def test_not_run_and_cpu_are_skips():
+    assert REGISTRY[CheckId.KERNEL_AUDIT](_ev()).status is Status.SKIP
+    assert REGISTRY[CheckId.KERNEL_AUDIT](_ev("cpu")).status is Status.SKIP
+
+
+def test_defined_kernels_finds_triton_and_cuda_kernels():
+    source = '''
+import triton
+@triton.jit
+def add_kernel(x): pass
+@triton.autotune(configs=[], key=[])
+@triton.jit
+def tuned(x): pass
+def helper(): pass
+CUDA = """
+template <int T> __global__ void __launch_bounds__(256) gemm_tiled(float* c) {}
+__global__ void scale(float* x) {}
+"""
+'''
+    assert set(defined_kernels(source)) == {"add_kernel", "tuned", "gemm_tiled", "scale"}
+    assert defined_kernels("def broken(:") == ()
+
+
+def test_launch_pad_hides_one_launch_not_a_calls_host_work():
+    compile_then_steady = [2.0] + [55e-6] * 40
+    assert 55e-6 < _launch_pad_s(compile_then_steady) <= PAD_MAX_S
+    assert _launch_pad_s([5e-3] * 40) == PAD_MAX_S    # a call that spends 5 ms on the host shows it
+    assert _launch_pad_s([]) == 20e-6
