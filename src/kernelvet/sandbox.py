@@ -1,6 +1,6 @@
 """The optional bubblewrap sandbox around the launcher (and so around every worker it forks).
 
-Inside: the whole file system read-only, a private /tmp, one read-write directory for the
+Inside: the whole file system read-only (/tmp included), one read-write directory for the
 launcher's per-worker directories, the compile caches, no network, a private PID namespace (the
 candidate cannot see or signal the judge, and when the sandbox ends the kernel kills every process
 in it), /dev minimal plus the GPU device nodes.
@@ -22,7 +22,8 @@ _ISOLATION = ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--unshare-
 
 
 def _base(bwrap: str) -> list[str]:
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # /tmp stays (read-only): candidate and problem files often live there; workers write only in their dir.
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for node in sorted(glob.glob("/dev/nvidia*")) + (["/dev/dri"] if os.path.isdir("/dev/dri") else []):
         argv += ["--dev-bind", node, node]
     return argv + _ISOLATION

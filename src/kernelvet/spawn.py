@@ -35,10 +35,15 @@ _REPLY_FIELDS = {
               "first_sets", "overruns", "warmup_calls", "pad_ms"},
     "audited": {"activities", "dropped"},
     "looped": {"exact_tensor"},
+    "prepared": {"start_s"},
     "state": set(),
     "failed": {"phase", "error", "traceback"},
 }
 REPLIES = {k: frozenset(v | {"integrity"}) for k, v in _REPLY_FIELDS.items()}
+# The one reply each request may get (besides "failed"): a candidate that writes forged frames into
+# the worker's socket desynchronises the stream, and the next mismatch ends the worker.
+ANSWERS = {None: "hello", "prepare": "prepared", "load": "loaded", "inputs": "ok", "overwrite": "ok", "release": "ok", "call": "output",
+           "time": "timed", "probe": "probed", "audit": "audited", "loop": "looped", "integrity": "state"}
 
 # Variables a worker may see. Nothing of the judge's (seed, report path) is ever in the environment.
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
@@ -109,6 +114,7 @@ class Launcher:
         # Every worker's directory lives under this one, so that a sandbox needs to open only it.
         self.root = tempfile.mkdtemp(prefix="kernelvet-")
         env = worker_env()
+        env["TMPDIR"] = self.root   # the only writable place inside the sandbox (the worker gets its own)
         argv = [sys.executable, "-m", "kernelvet.launcher"]
         if bwrap:
             argv = sandboxing.command(bwrap, [self.root, env["TRITON_CACHE_DIR"],
@@ -229,13 +235,16 @@ class WorkerHandle:
         self.deadline = deadline
         self.tmpdir = tempfile.mkdtemp(prefix="worker-", dir=launcher.root)
         self.log = os.path.join(self.tmpdir, ".output")
-        limits = containment.limits(deadline - time.monotonic(), max_procs=launcher.max_procs,
+        sandboxed = launcher.sandbox == "bwrap"
+        # In bwrap the network is gone already (and a user namespace of the child's own would hide its uid).
+        limits = containment.limits(deadline - time.monotonic(), max_procs=launcher.max_procs, no_net=not sandboxed,
                                     mem_bytes=launcher.mem_limit if _cpu_only(device) else None)
         self.sock, self.pid, self.job, took = launcher.spawn(self.tmpdir, self.log, limits)
-        if launcher.sandbox == "bwrap" and not took.get("net", "").endswith("namespace"):
-            took["net"] = "bwrap"   # the whole sandbox has no network, whatever the child managed itself
+        if sandboxed:
+            took["net"] = "bwrap"
         self.containment = {"sandbox": launcher.sandbox, **took}
         self.ended: WorkerEnded | None = None
+        self._greeted, self._pending = False, None
 
     def request(self, type_: str, body: dict | None = None, tensors=(), *, timeout: float | None = None,
                 max_blob_bytes: int = 1 << 30) -> protocol.Message:
@@ -252,6 +261,15 @@ class WorkerHandle:
             self._end_from_exit()
         except protocol.ProtocolError as exc:
             self._end(f"protocol violation: {exc}")
+        asked, self._pending = (type_ or self._pending), None
+        if asked is None and self._greeted:
+            asked = "?"   # the answer to a request sent past this handle: any reply but a second hello
+        if (msg.type == "hello") != (asked is None) or (
+                asked in ANSWERS and msg.type not in (ANSWERS[asked], "failed")):
+            self._end(f"protocol violation: a {msg.type!r} reply to a {asked or 'hello'!r} request")
+        self._greeted = True
+        if type_ is not None and self._unsolicited():
+            self._end(f"protocol violation: more data after the {msg.type!r} reply to a {type_!r} request")
         if msg.type == "failed":
             raise CandidateRaised(msg.body.get("phase", "?"), str(msg.body.get("error", "")),
                                   str(msg.body.get("traceback", "")))
@@ -259,6 +277,24 @@ class WorkerHandle:
 
     def hello(self) -> protocol.Message:
         return self.request(None)
+
+    def send_only(self, type_: str, body: dict | None = None, tensors=()) -> None:
+        """A request whose answer `request(None)` reads later (the worker works meanwhile)."""
+        self._pending = type_
+        try:
+            protocol.send(self.sock, type_, body, tensors)
+        except OSError:
+            pass   # the worker is gone: reading the answer says how it ended
+
+    def _unsolicited(self) -> bool:
+        """Bytes already waiting after a whole reply: the worker never sends unasked. (End of file
+        is not data: a worker that exits now is reported by the next request, with its status.)"""
+        try:
+            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return False
 
     def _budget_text(self, deadline: float) -> str:
         return "time limit" if deadline >= self.deadline else "request's time limit"
