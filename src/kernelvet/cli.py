@@ -42,6 +42,10 @@ def _seconds(text: str) -> float:
     return value
 
 
+_SANDBOX_HELP = ("run the workers under bubblewrap (read-only files, no network, own PID namespace): "
+                 "auto = where it works (default), strict = or fail, off = never")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kernelvet", description="Tell a GPU kernel from a prop.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -58,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
                    help="waive a check (recorded in the report); repeatable")
     c.add_argument("--verbose", action="store_true", help="print the phase breakdown and candidate output")
+    c.add_argument("--sandbox", choices=("auto", "strict", "off"), default="auto", help=_SANDBOX_HELP)
 
     s = sub.add_parser("show", help="render a JSON report")
     s.add_argument("report")
@@ -68,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     pr.add_argument("--json", metavar="PATH", help="write one row per pattern and cheat as JSON")
     pr.add_argument("--ablate", action="store_true", help="also waive each firing check in turn (the matrix)")
+    pr.add_argument("--sandbox", choices=("auto", "strict", "off"), default="auto", help=_SANDBOX_HELP)
     return p
 
 
@@ -78,9 +84,10 @@ def _cmd_check(args) -> int:
     if args.json:
         _check_writable(args.json)  # now, not after a vet of minutes whose report would be lost
     prob = load_problem(args.ref, args.shape, args.dtype)
+    launcher = _launcher(args.sandbox)
     try:
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
-                     allow=args.allow)
+                     allow=args.allow, launcher=launcher)
     except HarnessError as exc:
         if args.json:  # an `error` verdict is a verdict too: the report says what failed
             _write(args.json, json.dumps({"version": REPORT_VERSION, "verdict": "error", "error": str(exc),
@@ -111,7 +118,14 @@ def _cmd_show(args) -> int:
 
 def _cmd_practice(args) -> int:
     from .practice import runner
-    return runner.main(args.patterns, device=args.device, json_path=args.json, ablate=args.ablate)
+    return runner.main(args.patterns, device=args.device, json_path=args.json, ablate=args.ablate,
+                       launcher=_launcher(args.sandbox))
+
+
+def _launcher(sandbox: str):
+    """The workers' launcher in the asked sandbox mode (`strict` without a working bwrap: UsageError)."""
+    from .spawn import shared_launcher
+    return shared_launcher(sandbox)
 
 
 def _check_writable(path: str) -> None:

@@ -110,11 +110,11 @@ def run_naive(entry: Entry, device: str) -> dict:
                 "note": f"no verdict (exit {proc.returncode}){': ' + err if err else ''}"}
 
 
-def run_row(entry: Entry, device: str, ablate: bool) -> Row:
+def run_row(entry: Entry, device: str, ablate: bool, launcher=None) -> Row:
     if device not in entry.devices:
         return Row(entry, device, skipped=f"needs {' or '.join(entry.devices)}: the pattern cannot exist on {device}")
     row = Row(entry, device, naive=run_naive(entry, device))
-    report = _vet(entry, device)
+    report = _vet(entry, device, launcher=launcher)
     row.verdict = str(report.verdict)
     fails = [f for f in report.findings if f.status is Status.FAIL]
     row.failed = tuple(str(f.check) for f in fails)
@@ -123,14 +123,14 @@ def run_row(entry: Entry, device: str, ablate: bool) -> Row:
     row.evidence = row.evidence if len(row.evidence) <= EVIDENCE_CHARS else row.evidence[:EVIDENCE_CHARS - 1] + "…"
     if ablate and entry.kind == "cheat":
         row.alone = tuple(c for c in row.failed if c != str(CheckId.WORKER)
-                          and _vet(entry, device, allow=[c]).verdict is Verdict.PASS)
+                          and _vet(entry, device, allow=[c], launcher=launcher).verdict is Verdict.PASS)
     return row
 
 
-def _vet(entry: Entry, device: str, allow=()):
+def _vet(entry: Entry, device: str, allow=(), launcher=None):
     # The whole plan, no early exit: the table and the matrix show every check that fires.
     return vet(entry.path, entry.problem_ref, device=device, allow=allow,
-               timeout=entry.timeout, settings=Settings(early_exit=False))
+               timeout=entry.timeout, settings=Settings(early_exit=False), launcher=launcher)
 
 
 def render(rows: list[Row], ablate: bool, console: Console) -> None:
@@ -187,7 +187,7 @@ def lonely_checks(rows: list[Row], device: str) -> set[str]:
 
 
 def main(patterns: list[str], device: str = "auto", json_path: str | None = None, ablate: bool = False,
-         console: Console | None = None) -> int:
+         console: Console | None = None, launcher=None) -> int:
     console = console or Console()
     dev = devices.resolve(device)
     dev_kind = dev.type
@@ -196,7 +196,7 @@ def main(patterns: list[str], device: str = "auto", json_path: str | None = None
     with console.status("") as status:
         for e in entries:
             status.update(f"running {e.name} ...")
-            rows.append(run_row(e, dev_kind, ablate))
+            rows.append(run_row(e, dev_kind, ablate, launcher))
     render(rows, ablate, console)
     ok = all(r.ok for r in rows)
     missing = lonely_checks(rows, dev_kind) if ablate and not patterns else set()
