@@ -35,7 +35,7 @@ import time
 from . import containment, reaper
 
 _SPAWN_KEYS = frozenset({"op", "job", "cwd", "log", "limits"})
-_GUARD_EVERY_S = 0.05
+_GUARD_EVERY_S = 0.1
 
 
 def _send(ctl: socket.socket, **msg) -> None:
@@ -160,9 +160,11 @@ def serve(ctl_fd: int) -> None:
 
 
 def _guard(jobs: dict[int, _Job]) -> None:
-    """Kill escaped processes; kill the tree of a worker over its process limit (a fork bomb)."""
-    reaper.sweep(set(jobs))
+    """Kill escaped processes; kill the tree of a worker over its process limit (a fork bomb).
+    One scan of /proc when all is well: this runs while candidates are being timed."""
     procs = reaper.table()
+    if reaper.strays(procs, set(jobs)):
+        reaper.sweep(set(jobs))
     for pid, job in jobs.items():
         n = len(reaper.descendants(procs, pid))
         if n > job.limits["max_procs"] and job.why is None:

@@ -79,16 +79,21 @@ def kill_tree(root: int, rounds: int = 50) -> None:
 def sweep(workers: set[int], rounds: int = 50) -> int:
     """Kill the launcher's children that are not live workers (escaped descendants) until none is left.
     Returns how many were killed. Zombies are left to the launcher's waitpid."""
-    me, killed = os.getpid(), 0
+    killed = 0
     for _ in range(rounds):
-        procs = table()
-        strays = [pid for pid, (ppid, state) in procs.items() if ppid == me and pid not in workers and state != "Z"]
-        if not strays:
+        found = strays(table(), workers)
+        if not found:
             break
-        for pid in strays:
+        for pid in found:
             kill_tree(pid, rounds=3)
             killed += 1
     return killed
+
+
+def strays(procs: dict[int, tuple[int, str]], workers: set[int]) -> list[int]:
+    """The launcher's live children that are not workers."""
+    me = os.getpid()
+    return [pid for pid, (ppid, state) in procs.items() if ppid == me and pid not in workers and state != "Z"]
 
 
 def _kill(pid: int) -> None:
