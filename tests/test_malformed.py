@@ -270,8 +270,6 @@ def test_reference_failing_on_its_own_inputs_is_an_error_verdict_naming_the_prob
     assert data["verdict"] == "error" and str(prob) in data["error"] and data["findings"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="judge.vet wraps every exception of reference64 as 'the reference failed on "
-                   "its own inputs: ProblemError: ...'; needs `except (UsageError, HarnessError): raise` there")
 def test_reference_failure_message_starts_with_the_problem_file(kv, tmp_path):
     source = FAILING_REFERENCES[0].values[0]
     run, prob, _ = check(kv, tmp_path, source)

@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=_seconds, default=300.0, help="seconds for the whole candidate (default 300)")
     c.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
                    help="waive a check (recorded in the report); repeatable")
+    c.add_argument("--audit", choices=("auto", "always", "never"), default="auto",
+                   help="kernel audit with the profiler (CUDA): auto = only for candidates every other check "
+                        "passed (default), always, never")
     c.add_argument("--verbose", action="store_true", help="print the phase breakdown and candidate output")
     c.add_argument("--sandbox", choices=("auto", "strict", "off"), default="auto", help=_SANDBOX_HELP)
 
@@ -87,7 +90,7 @@ def _cmd_check(args) -> int:
     launcher = _launcher(args.sandbox)
     try:
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
-                     allow=args.allow, launcher=launcher)
+                     allow=args.allow, audit=args.audit, launcher=launcher)
     except HarnessError as exc:
         if args.json:  # an `error` verdict is a verdict too: the report says what failed
             _write(args.json, json.dumps({"version": REPORT_VERSION, "verdict": "error", "error": str(exc),

@@ -51,6 +51,9 @@ class Settings:
     settle_s: float = 0.05        # wait before re-reading an output (work finishing after return)
     flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2
     early_exit: bool = True       # stop the plan as soon as a check fails (no timing of a rejected candidate)
+    # CUDA: hold the stream before each timed rep so the host's launch is not timed. Off by default:
+    # on the H200 it did not bring launch-bound medians to do_bench's (bench/results/2026-11-30-h200).
+    hide_launch: bool = False
 
 
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
@@ -75,6 +78,8 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     dev = devices.resolve(device)
     waived = _parse_allow(allow)
     source = kernelbench.read_source(candidate, "candidate")
+    with open(candidate, "rb") as fh:   # the file's bytes, as `sha256sum` sees them (a BOM included)
+        source_sha256 = hashlib.sha256(fh.read()).hexdigest()
     entry = kernelbench.candidate_entry(candidate, source)
     if timeout <= 0:
         raise UsageError("--timeout must be positive")
@@ -107,7 +112,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
         try:
             refs64 = {k: reference64(model, values[k], dev).cpu() for k in keys}
-        except UsageError:
+        except (UsageError, HarnessError):
             raise
         except Exception as exc:
             raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
@@ -117,7 +122,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         phases["problem"] = time.monotonic() - t_start
 
         t0 = time.monotonic()
-        ref_run = _run_reference(w, values, fresh, refs64, settings)
+        ref_run = _run_reference(w, values, fresh, refs64, settings, prob.path or prob.name)
         phases["reference"] = time.monotonic() - t0
         out_dtype = ref_run["dtype"]
 
@@ -159,15 +164,16 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     timing = None
     if ev.timing and ev.timing.get("times_ms"):
         timing = Timing(
-            method=("cuda-events-per-rep, L2 flushed, launch hidden" if dev.type == "cuda"
-                    else "host perf_counter per rep"),
+            method=(("cuda-events-per-rep, L2 flushed" + (f", launch hidden by a {ev.timing['pad_ms']:.3g} ms hold"
+                                                          if ev.timing.get("pad_ms") else ""))
+                    if dev.type == "cuda" else "host perf_counter per rep"),
             raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
             flops=flops, bytes_moved=bytes_moved,
             peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None)
     phases["total"] = time.monotonic() - t_start
     return Report(
         verdict=verdict, findings=findings, timing=timing, problem=prob.to_json(),
-        candidate=os.path.abspath(candidate), candidate_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        candidate=os.path.abspath(candidate), candidate_sha256=source_sha256,
         device=info, seed=secret, versions=_versions(), waived=tuple(sorted(waived, key=str)),
         candidate_output=output, phases_s=phases)
 
@@ -282,14 +288,14 @@ def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, ou
 
 def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None,
                unseen=()) -> dict:
-    return {"sets": sets, "unseen": list(unseen), "warmup_ms": settings.warmup_ms, "reps": reps or settings.max_reps, "min_reps": min(reps or settings.min_reps,
+    return {"hide_launch": settings.hide_launch, "sets": sets, "unseen": list(unseen), "warmup_ms": settings.warmup_ms, "reps": reps or settings.max_reps, "min_reps": min(reps or settings.min_reps,
                                                                           settings.min_reps),
             "budget_ms": settings.budget_ms if budget_ms is None else budget_ms,
             "warmup": settings.warmup_calls if warmup is None else warmup,
             "null_reps": settings.null_reps if null_reps is None else null_reps}
 
 
-def _run_reference(w, values, fresh, refs64, settings: Settings) -> dict:
+def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing, its ops."""
     try:
         w.request(None)   # the `load` sent before the float64 references were computed
@@ -300,12 +306,13 @@ def _run_reference(w, values, fresh, refs64, settings: Settings) -> dict:
         traced = w.request("call", {"set": fresh[1], "trace": True})
         timed = w.request("time", _time_body(fresh, settings, null_reps=0))
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
-        raise HarnessError(f"the reference implementation failed in its worker: {exc}. {w.output()[-500:]}") from None
+        raise HarnessError(f"{name}: the reference implementation failed in its worker: {exc}. "
+                           f"{w.output()[-500:]}") from None
     if out is None:
-        raise HarnessError(f"the reference Model returned a {traced.body.get('type')}, not a tensor")
+        raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
     errors = [metrics.rel_error(out, refs64[fresh[0]]), metrics.rel_error(_decode_output(traced), refs64[fresh[1]])]
     if out.dtype.is_floating_point and max(errors) > 10 * metrics.TOLERANCE.get(out.dtype, 1.0):
-        raise HarnessError(f"the reference implementation itself misses its float64 result by {max(errors):.3g} "
+        raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops}

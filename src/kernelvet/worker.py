@@ -35,7 +35,7 @@ REQUESTS = {
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
-    "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms", "null_reps"}),
+    "time": frozenset({"hide_launch", "sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms", "null_reps"}),
     "loop": frozenset({"set", "n", "null"}),
     "probe": frozenset({"set", "sleep_ms"}),
     "audit": frozenset({"set", "sleep_ms"}),
@@ -437,7 +437,7 @@ class Worker:
         per_call = max((bound.pc() - t0) / max(i, 1), 1e-6)
         expected = max(min(reps, int(budget_s / per_call)), min_reps)
         spacing = max(1, expected // (len(unseen) + 1))
-        rec = _Reps(self, _launch_pad_s(host) if self.device.type == "cuda" else 0.0)
+        rec = _Reps(self, _launch_pad_s(host) if self.device.type == "cuda" and b.get("hide_launch", True) else 0.0)
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):

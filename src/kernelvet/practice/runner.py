@@ -193,24 +193,25 @@ def main(patterns: list[str], device: str = "auto", json_path: str | None = None
     dev_kind = dev.type
     entries = select(patterns)
     rows = []
-    with console.status("") as status:
-        for e in entries:
-            status.update(f"running {e.name} ...")
-            rows.append(run_row(e, dev_kind, ablate, launcher))
+    # A stopped run (SIGTERM, a time limit) still leaves every finished row: one line each as it
+    # comes, and the JSON rewritten after each.
+    signal.signal(signal.SIGTERM, _terminated)
+    for i, e in enumerate(entries, 1):
+        rows.append(run_row(e, dev_kind, ablate, launcher))
+        r = rows[-1]
+        console.print(f"[dim]{i}/{len(entries)} {e.name}:[/] "
+                      + (f"skipped ({r.skipped})" if r.skipped else
+                         f"naive {_naive_text(r.naive)}, kernelvet {r.verdict} {', '.join(r.failed)}")
+                      + ("" if r.ok else " [bold magenta](unexpected)[/]"))
+        if json_path:
+            _write_json(json_path, dev, rows, ablate, partial=True)
     render(rows, ablate, console)
     ok = all(r.ok for r in rows)
     missing = lonely_checks(rows, dev_kind) if ablate and not patterns else set()
     if missing:
         console.print(f"[bold red]checks that catch no cheat alone on {dev_kind}: {', '.join(sorted(missing))}[/]")
     if json_path:
-        data = {"version": 1, "device": devices.describe(dev), "rows": [r.to_json() for r in rows]}
-        if ablate:
-            data["checks_without_a_sole_cheat"] = sorted(missing)
-        try:
-            with open(json_path, "w") as fh:
-                json.dump(data, fh, indent=2, sort_keys=True)
-        except OSError as exc:
-            raise UsageError(f"--json {json_path}: cannot write: {exc.strerror}") from None
+        _write_json(json_path, dev, rows, ablate, missing=missing)
     ran = [r for r in rows if not r.skipped]
     console.print(f"{sum(r.entry.kind == 'cheat' and r.ok for r in ran)} of "
                   f"{sum(r.entry.kind == 'cheat' for r in ran)} cheats rejected, "
@@ -218,6 +219,23 @@ def main(patterns: list[str], device: str = "auto", json_path: str | None = None
                   f"{sum(r.entry.kind == 'honest' for r in ran)} honest kernels passed both benches"
                   + (f"; {len(rows) - len(ran)} skipped on {dev_kind}" if len(ran) < len(rows) else ""))
     return 0 if ok and not missing else 1
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt   # so that `finally` blocks kill the naive bench's process group
+
+
+def _write_json(path: str, dev, rows: list[Row], ablate: bool, missing=(), partial: bool = False) -> None:
+    data = {"version": 1, "device": devices.describe(dev), "rows": [r.to_json() for r in rows]}
+    if partial:
+        data["partial"] = True
+    elif ablate:
+        data["checks_without_a_sole_cheat"] = sorted(missing)
+    try:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True)
+    except OSError as exc:
+        raise UsageError(f"--json {path}: cannot write: {exc.strerror}") from None
 
 
 if __name__ == "__main__":
