@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from . import checks, codec, devices, metrics, protocol, spawn
+from . import checks, codec, devices, metrics, spawn
 from .checks.kernel_audit import defined_kernels
 from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks.timers import judge_clock
@@ -105,7 +105,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
                                  {"word": 0, "width": 1, "malloc_byte": 0}, False, settings, 0, flush_bytes,
                                  prob.output_arg)
-        _send_only(w, "load", body, blobs)
+        w.send_only("load", body, blobs)
 
         model = prob.build_model(init, weight_seed)
         values = {k: prob.draw_inputs(key_seeds[k]) for k in keys}
@@ -154,6 +154,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
                                 poison, flush_bytes, waived, audit, phases=phases)
         phases["candidate"] = time.monotonic() - t0
     finally:
+        containment = dict(getattr(w, "containment", {}) or {})
         w.close()
         w.cleanup()
         _prepare_spare(launcher, dev, flush_bytes)
@@ -175,7 +176,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         verdict=verdict, findings=findings, timing=timing, problem=prob.to_json(),
         candidate=os.path.abspath(candidate), candidate_sha256=source_sha256,
         device=info, seed=secret, versions=_versions(), waived=tuple(sorted(waived, key=str)),
-        candidate_output=output, phases_s=phases)
+        candidate_output=output, phases_s=phases, containment=containment)
 
 
 _spares: dict[int, tuple] = {}
@@ -198,7 +199,7 @@ def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
                 pass
         w.close()
         w.cleanup()
-    w = spawn.WorkerHandle(launcher, deadline)
+    w = spawn.WorkerHandle(launcher, deadline, device=dev)
     w.hello()
     return w
 
@@ -208,11 +209,11 @@ def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
     if dev.type != "cuda" or not launcher.alive():
         return
     try:
-        w = spawn.WorkerHandle(launcher, time.monotonic() + 600.0)
+        w = spawn.WorkerHandle(launcher, time.monotonic() + 600.0, device=dev)
         w.hello()
     except (RuntimeError, OSError, spawn.WorkerEnded):
         return
-    _send_only(w, "prepare", {"device": str(dev), "flush_bytes": flush_bytes}, [])
+    w.send_only("prepare", {"device": str(dev), "flush_bytes": flush_bytes}, [])
     with _spares_lock:
         old = _spares.pop(id(launcher), None)
         _spares[id(launcher)] = (w, str(dev), flush_bytes)
@@ -316,14 +317,6 @@ def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> d
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops}
-
-
-def _send_only(w, type_: str, body: dict, blobs) -> None:
-    """A request whose answer is read later (`w.request(None)`), so the worker works meanwhile."""
-    try:
-        protocol.send(w.sock, type_, body, blobs)
-    except OSError:
-        pass   # the worker is gone: reading the answer says how it ended
 
 
 def _early_failure(ev: Evidence, waived) -> str | None:

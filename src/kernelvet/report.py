@@ -143,6 +143,7 @@ class Report:
     waived: tuple[CheckId, ...] = ()
     candidate_output: str = ""
     phases_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    containment: Mapping[str, Any] = dataclasses.field(default_factory=dict)   # what confined the worker
 
     @property
     def failed(self) -> tuple[Finding, ...]:
@@ -167,6 +168,7 @@ class Report:
             "waived": [str(c) for c in self.waived],
             "candidate_output": self.candidate_output,
             "phases_s": _jsonable(dict(self.phases_s)),
+            "containment": _jsonable(dict(self.containment)),
         }
 
     def dumps(self) -> str:
