@@ -145,3 +145,13 @@ def test_a_crashing_check_is_an_error_not_a_pass(monkeypatch):
     monkeypatch.setitem(REGISTRY, CheckId.PRECISION, lambda ev: 1 / 0)
     f = {f.check: f for f in evaluate_all(_ev("cpu"))}[CheckId.PRECISION]
     assert f.status is Status.ERROR
+
+
+def test_an_early_stop_relabels_only_the_checks_it_left_without_evidence():
+    from kernelvet.judge import _mark_not_run
+    ev = _ev("cpu")
+    ev.extra.update(stopped_after="library-call", stopped_at="the source scan")
+    out = {f.check: f for f in _mark_not_run(evaluate_all(ev), ev)}
+    assert out[CheckId.STREAMS].summary.startswith("no streams on the CPU")      # meaningless here, not cut short
+    assert "stopped early, after library-call had rejected the candidate at the source scan" in \
+        out[CheckId.CACHING].summary

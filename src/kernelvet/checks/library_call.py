@@ -3,8 +3,9 @@
 Three witnesses: a scan of the source (AST, plus string literals for inline C++/CUDA), the aten
 ops the candidate actually dispatched in a traced call, so `getattr(torch, "m" + "m")` and
 `torch.ops.aten.mm` are caught too, and (CUDA, when the kernel audit ran) the vendor library
-kernels in the profiler's trace, which also sees cuBLAS reached through ctypes or a prebuilt .so. The forbidden set defaults to the heavy ops the reference
-itself dispatches (traced in its own worker)."""
+kernels in the profiler's trace, which also sees cuBLAS reached through ctypes or a prebuilt .so.
+The forbidden set defaults to the heavy ops the reference itself dispatches (traced in the worker
+before the candidate is loaded)."""
 
 from __future__ import annotations
 
