@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 
 from .errors import HarnessError, UsageError
 from .ids import AUDIT_MODES
@@ -83,13 +84,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_check(args) -> int:
+    if args.json:
+        _check_writable(args.json)  # now, not after a vet of minutes whose report would be lost
+    start = _EarlyStart(args.sandbox, args.device)   # the launcher imports torch while we do
     from . import render
     from .judge import vet
     from .problem import load_problem
-    if args.json:
-        _check_writable(args.json)  # now, not after a vet of minutes whose report would be lost
     prob = load_problem(args.ref, args.shape, args.dtype)
-    launcher = _launcher(args.sandbox)
+    launcher = start.result()
     try:
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
                      allow=args.allow, audit=args.audit, launcher=launcher)
@@ -127,10 +129,37 @@ def _cmd_practice(args) -> int:
                        launcher=_launcher(args.sandbox))
 
 
-def _launcher(sandbox: str):
+class _EarlyStart(threading.Thread):
+    """The launcher (a process that imports torch and Triton) and the first worker (CUDA start-up),
+    started before this process imports torch itself: the two imports overlap instead of adding up."""
+
+    def __init__(self, sandbox: str, device: str):
+        super().__init__(daemon=True, name="kernelvet-early-start")
+        self.device, self.error = device, None
+        self.launcher = _launcher(sandbox, wait=False)   # here: the launcher dies with the thread that forked it
+        self.start()
+
+    def run(self):
+        try:
+            self.launcher.wait_ready()
+            from .judge import prepare
+            prepare(self.launcher, self.device)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread by result()
+            self.error = exc
+
+    def result(self):
+        """The ready launcher; what stopped it, raised here (a bad --device is the user's mistake;
+        a spare worker that could not be made ready only costs the vet its start-up)."""
+        self.join()
+        if isinstance(self.error, UsageError) or (self.error is not None and not self.launcher.ready):
+            raise self.error
+        return self.launcher
+
+
+def _launcher(sandbox: str, wait: bool = True):
     """The workers' launcher in the asked sandbox mode (`strict` without a working bwrap: UsageError)."""
     from .spawn import shared_launcher
-    return shared_launcher(sandbox)
+    return shared_launcher(sandbox, wait=wait)
 
 
 def _check_writable(path: str) -> None:

@@ -49,14 +49,13 @@ class Settings:
     null_reps: int = 20           # drain-clock baseline reps (CUDA)
     loop_ms: float = 60.0         # how long the judge-clocked loop should run
     settle_s: float = 0.05        # wait before re-reading an output (work finishing after return)
-    flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2
+    flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2 (at least 256 MiB)
     early_exit: bool = True       # stop the plan as soon as a check fails (no timing of a rejected candidate)
-    # CUDA: hold the stream before each timed rep so the host's launch is not timed. Off by default:
-    # on the H200 it did not bring launch-bound medians to do_bench's (bench/results/2026-11-30-h200).
-    hide_launch: bool = False
 
 
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
+# do_bench's flush buffer: its zeroing also keeps the device busy while the host launches the next call
+FLUSH_MIN_BYTES = 256 << 20
 
 
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
@@ -95,15 +94,16 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     info = devices.describe(dev)
     pk = devices.peaks(info)
     launcher = launcher or spawn.shared_launcher()
-    flush_bytes = int(settings.flush_factor * (pk.l2_bytes if pk else 64 << 20)) if dev.type == "cuda" else 0
+    flush_bytes = _flush_bytes(dev, settings, pk)
 
     # One worker runs the reference first, then the candidate: one process start-up, the same
     # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below.
     w = _take_worker(launcher, dev, flush_bytes, time.monotonic() + max(timeout, 120.0))
     try:
+        # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
         body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
-                                 {"word": 0, "width": 1, "malloc_byte": 0}, False, settings, 0, flush_bytes,
-                                 prob.output_arg)
+                                 {"word": 0, "width": 1, "malloc_byte": 0}, False,
+                                 dataclasses.replace(settings, settle_s=0.0), 0, flush_bytes, prob.output_arg)
         w.send_only("load", body, blobs)
 
         model = prob.build_model(init, weight_seed)
@@ -164,9 +164,8 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     timing = None
     if ev.timing and ev.timing.get("times_ms"):
         timing = Timing(
-            method=(("cuda-events-per-rep, L2 flushed" + (f", launch hidden by a {ev.timing['pad_ms']:.3g} ms hold"
-                                                          if ev.timing.get("pad_ms") else ""))
-                    if dev.type == "cuda" else "host perf_counter per rep"),
+            method=("cuda-events-per-rep, queued as do_bench's, L2 flushed" if dev.type == "cuda"
+                    else "host perf_counter per rep"),
             raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
             flops=flops, bytes_moved=bytes_moved,
             peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None)
@@ -201,6 +200,20 @@ def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
     w = spawn.WorkerHandle(launcher, deadline, device=dev)
     w.hello()
     return w
+
+
+def _flush_bytes(dev, settings: Settings, pk=None) -> int:
+    if dev.type != "cuda":
+        return 0
+    pk = pk or devices.peaks(devices.describe(dev))
+    return max(int(settings.flush_factor * (pk.l2_bytes if pk else 64 << 20)), FLUSH_MIN_BYTES)
+
+
+def prepare(launcher: spawn.Launcher, device: str = "auto", settings: Settings | None = None) -> None:
+    """Get the next vet's worker ready now (CUDA context, flush buffer, cuBLAS and Triton started),
+    so that a vet that follows soon pays none of it. A vet does this itself for the vet after it."""
+    dev = devices.resolve(device)
+    _prepare_spare(launcher, dev, _flush_bytes(dev, settings or Settings()))
 
 
 def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
@@ -288,7 +301,7 @@ def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, ou
 
 def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None,
                unseen=()) -> dict:
-    return {"hide_launch": settings.hide_launch, "sets": sets, "unseen": list(unseen),
+    return {"sets": sets, "unseen": list(unseen),
             "warmup_ms": settings.warmup_ms, "reps": reps or settings.max_reps,
             "min_reps": min(reps or settings.min_reps, settings.min_reps),
             "budget_ms": settings.budget_ms if budget_ms is None else budget_ms,

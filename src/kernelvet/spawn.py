@@ -32,10 +32,10 @@ _REPLY_FIELDS = {
                "py_threads_after_settle", "guard_overrun"},
     "probed": {"conclusive", "sleep_ms", "early_fraction", "compared", "why"},
     "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_pairs", "mismatches", "non_tensor",
-              "first_sets", "overruns", "warmup_calls", "pad_ms"},
+              "first_sets", "overruns", "warmup_calls", "synced_ms"},
     "audited": {"activities", "dropped"},
     "looped": {"exact_tensor"},
-    "prepared": {"start_s"},
+    "prepared": {"start_s", "warm_failed"},
     "state": set(),
     "failed": {"phase", "error", "traceback"},
 }
@@ -107,7 +107,8 @@ class Launcher:
     """
 
     def __init__(self, start_timeout: float = 120.0, *, sandbox: str = "off",
-                 mem_limit: int | None = containment.default_mem_bytes(), max_procs: int = containment.MAX_PROCS):
+                 mem_limit: int | None = containment.default_mem_bytes(), max_procs: int = containment.MAX_PROCS,
+                 wait: bool = True):
         bwrap = sandboxing.resolve(sandbox)
         self.sandbox = "bwrap" if bwrap else "off"
         self.mem_limit, self.max_procs = mem_limit, max_procs
@@ -129,12 +130,29 @@ class Launcher:
         self.ctl = parent
         self.exits: dict[int, tuple[int, str | None]] = {}
         self.lock = threading.Lock()
+        self._ready_lock = threading.Lock()
         self._next_job = 0
-        msg = self._read(time.monotonic() + start_timeout)
-        if msg is None or msg.get("op") != "ready":
-            self.close()
-            raise RuntimeError("the kernelvet launcher did not start (is torch importable?"
-                               + (" does bwrap work here?)" if bwrap else ")"))
+        self._started, self._start_timeout = False, start_timeout
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the launcher has imported torch and said so (`wait=False` lets the caller work
+        meanwhile; the process must still be started from a thread that lives on, since the
+        launcher dies with the thread that forked it)."""
+        with self._ready_lock:
+            if self._started:
+                return
+            msg = self._read(time.monotonic() + self._start_timeout)
+            if msg is None or msg.get("op") != "ready":
+                self.close()
+                raise RuntimeError("the kernelvet launcher did not start (is torch importable?"
+                                   + (" does bwrap work here?)" if self.sandbox == "bwrap" else ")"))
+            self._started = True
+
+    @property
+    def ready(self) -> bool:
+        return self._started
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -166,6 +184,7 @@ class Launcher:
     def spawn(self, cwd: str, log: str, limits: dict) -> tuple[socket.socket, int, int, dict]:
         """Fork a worker: its socket, its pid (in our PID namespace), its job number, and what
         containment took effect."""
+        self.wait_ready()
         with self.lock:
             self._next_job += 1
             job = self._next_job
@@ -207,14 +226,18 @@ class Launcher:
 
 
 _shared: dict[str, Launcher] = {}
+_shared_lock = threading.Lock()
 
 
-def shared_launcher(sandbox: str = "off") -> Launcher:
+def shared_launcher(sandbox: str = "off", wait: bool = True) -> Launcher:
     """One launcher per judge process and sandbox mode, restarted if a candidate managed to kill it."""
-    launcher = _shared.get(sandbox)
-    if launcher is None or not launcher.alive():
-        launcher = _shared[sandbox] = Launcher(sandbox=sandbox)
-        atexit.register(launcher.close)
+    with _shared_lock:
+        launcher = _shared.get(sandbox)
+        if launcher is None or not launcher.alive():
+            launcher = _shared[sandbox] = Launcher(sandbox=sandbox, wait=False)
+            atexit.register(launcher.close)
+    if wait:
+        launcher.wait_ready()
     return launcher
 
 

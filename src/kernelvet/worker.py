@@ -24,7 +24,7 @@ import traceback
 import torch
 import torch.profiler
 
-from . import codec, protocol
+from . import codec, protocol, warm
 from .metrics import INT_OF_WIDTH
 from .problem import load_reference_module
 
@@ -35,7 +35,7 @@ REQUESTS = {
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
-    "time": frozenset({"hide_launch", "sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms",
+    "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms",
                        "null_reps"}),
     "loop": frozenset({"set", "n", "null"}),
     "probe": frozenset({"set", "sleep_ms"}),
@@ -47,7 +47,8 @@ REQUESTS = {
 }
 
 _DUMPED_OPS = ("aten::equal", "aten::clone", "aten::copy_", "aten::fill_.Scalar", "aten::empty.memory_format",
-               "aten::eq.Tensor", "aten::mm", "aten::matmul", "aten::_to_copy", "aten::zero_")
+               "aten::eq.Tensor", "aten::ne.Tensor", "aten::ne.Scalar", "aten::any", "aten::add_.Tensor",
+               "aten::cat", "aten::mm", "aten::matmul", "aten::_to_copy", "aten::zero_")
 
 
 class _Bound:
@@ -76,6 +77,8 @@ class _Bound:
         "torch.Tensor.fill_": (torch.Tensor, "fill_"), "torch.Tensor.view": (torch.Tensor, "view"),
         "torch.Tensor.untyped_storage": (torch.Tensor, "untyped_storage"),
         "torch.Tensor.zero_": (torch.Tensor, "zero_"),
+        "torch.zeros": (torch, "zeros"), "torch.cat": (torch, "cat"), "torch.ne": (torch, "ne"),
+        "torch.any": (torch, "any"), "torch.Tensor.add_": (torch.Tensor, "add_"),
     }
 
     def __init__(self):
@@ -92,6 +95,8 @@ class _Bound:
         self.clone, self.copy_ = o["torch.Tensor.clone"], o["torch.Tensor.copy_"]
         self.fill_, self.view, self.zero_ = o["torch.Tensor.fill_"], o["torch.Tensor.view"], o["torch.Tensor.zero_"]
         self.storage = o["torch.Tensor.untyped_storage"]
+        self.zeros, self.cat, self.ne, self.any = o["torch.zeros"], o["torch.cat"], o["torch.ne"], o["torch.any"]
+        self.add_ = o["torch.Tensor.add_"]
 
     def moved(self) -> list[str]:
         return sorted(name for name, (obj, attr) in self.CLOCKS.items()
@@ -276,9 +281,11 @@ class Worker:
         off every vet's clock); it has seen no problem and no candidate yet."""
         t0 = self.bound.pc()
         self.device = torch.device(msg.body["device"])
+        body = {}
         if self.device.type == "cuda":
             self._start_device(int(msg.body["flush_bytes"]))
-        return "prepared", {"start_s": self.bound.pc() - t0}, []
+            body["warm_failed"] = warm.warm(self.device)
+        return "prepared", {"start_s": self.bound.pc() - t0, **body}, []
 
     def _forget_reference(self) -> None:
         """The reference ran here first (same process, same clocks, no second CUDA start-up):
@@ -322,14 +329,18 @@ class Worker:
         if whole is not None:
             self.bound.fill_(self.bound.view(whole, INT_OF_WIDTH[whole.element_size()]), self.poison["word"])
 
-    def _guard_overrun(self, s: int) -> int:
-        """Guard elements no longer holding poison: the call wrote outside its output buffer."""
+    def _guard_bands(self, s: int) -> torch.Tensor | None:
+        """The guard elements around set `s`'s output buffer, as integers (poison while unwritten)."""
         whole = self.out_buffers.get(s)
         if whole is None or not self.paint:
-            return 0
+            return None
         bits = self.bound.view(whole, INT_OF_WIDTH[whole.element_size()])
-        guards = torch.cat([bits[:GUARD], bits[-GUARD:]])
-        return int((guards != self.poison["word"]).sum().item())
+        return self.bound.cat([bits[:GUARD], bits[-GUARD:]])
+
+    def _guard_overrun(self, s: int) -> int:
+        """Guard elements no longer holding poison: the call wrote outside its output buffer."""
+        guards = self._guard_bands(s)
+        return 0 if guards is None else int(self.bound.ne(guards, self.poison["word"]).sum().item())
 
     def _do_overwrite(self, msg):
         """New values into the very same storages (same data_ptr): a pointer-keyed cache goes stale."""
@@ -424,6 +435,8 @@ class Worker:
         device's clock ramp are over. Seen sets rotate; each unseen set (never passed to the
         candidate before) is timed once, spread evenly through the run and paired with the seen
         rep just before it, so that drifting conditions affect both sides of each pair alike.
+        On CUDA the timed reps are queued as do_bench queues them (see `_Reps`), then a short
+        synchronised run takes the second clock.
         """
         b = msg.body
         sets = [int(s) for s in b["sets"]]
@@ -432,11 +445,8 @@ class Worker:
         bound = self.bound
         t0 = bound.pc()
         i = 0
-        host = []   # host time of each warm-up call up to its return (its launch cost, on CUDA)
         while i < int(b["warmup"]) or (bound.pc() - t0 < float(b.get("warmup_ms", 0)) / 1e3 and i < 10_000):
-            c0 = bound.pc()
             self._run_candidate("warm-up call", self.fn, *self.sets[sets[i % len(sets)]])
-            host.append(bound.pc() - c0)
             i += 1
             if i % 8 == 0:
                 self._sync()
@@ -444,7 +454,7 @@ class Worker:
         per_call = max((bound.pc() - t0) / max(i, 1), 1e-6)
         expected = max(min(reps, int(budget_s / per_call)), min_reps)
         spacing = max(1, expected // (len(unseen) + 1))
-        rec = _Reps(self, _launch_pad_s(host) if self.device.type == "cuda" and b.get("hide_launch") else 0.0)
+        rec = _Reps(self)
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
@@ -456,11 +466,15 @@ class Worker:
             rec.rep(sets[r % len(sets)], seen=True)
             rec.rep(unseen.pop(0), seen=False)
             r += 1
-        null_drains = rec.null_drains(int(b["null_reps"])) if self.device.type == "cuda" else []
-        body = {"times_ms": rec.times, "drain_ms": rec.drains, "null_drain_ms": null_drains, "order": rec.order,
-                "unseen_pairs": rec.pairs, "mismatches": rec.mismatches, "non_tensor": rec.non_tensor,
-                "overruns": rec.overruns, "warmup_calls": i, "first_sets": sorted(rec.first),
-                "pad_ms": rec.pad_s * 1e3}
+        rec.collect()
+        null_drains = []
+        if self.device.type == "cuda" and int(b["null_reps"]):
+            for k in range(int(b["null_reps"])):
+                rec.drain_rep(sets[k % len(sets)])
+            null_drains = rec.null_drains(int(b["null_reps"]))
+        body = {"times_ms": rec.times, "drain_ms": rec.drains, "synced_ms": rec.synced, "null_drain_ms": null_drains,
+                "order": rec.order, "unseen_pairs": rec.pairs, "non_tensor": rec.non_tensor,
+                "warmup_calls": i, "first_sets": sorted(rec.first), **rec.verdicts()}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):
@@ -565,67 +579,140 @@ class _CandidateFailed(Exception):
 
 
 class _Reps:
-    """One timed rep at a time: paint, flush, two clocks, and a bitwise check against the first
-    output of the same input set (outputs of timed calls are verified, not just a separate pass)."""
+    """Timed reps: paint, flush, one call between events, and the call's output checked bitwise
+    against the first output of the same input set (the outputs of timed calls are verified, not
+    only those of a separate pass).
 
-    def __init__(self, worker: Worker, pad_s: float = 0.0):
+    CUDA, the reported clock: reps are queued as `triton.testing.do_bench` queues them, with no
+    host sync between them (one every SYNC_EVERY reps, to read the events). While the device runs
+    one rep's flush the host is already launching the next call, so the events time the device
+    work and not the host's launch path (a Triton launch costs ~55 us of host time against a 13 us
+    kernel on an H200). The check of each output runs on the device, after the rep's end event,
+    into counters read once at the end. The second clock needs a sync per rep: `drain_rep`.
+    """
+
+    SYNC_EVERY = 32
+
+    def __init__(self, worker: Worker):
         self.w = worker
         self.cuda = worker.device.type == "cuda"
-        self.pad_s = pad_s
         self.first: dict[int, torch.Tensor] = {}
-        self.times, self.drains, self.order = [], [], []
+        self.times, self.order = [], []
+        self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
         self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
-        self.mismatches = self.non_tensor = self.overruns = 0
+        self.non_tensor = self.shape_mismatches = 0
+        self._pending: list[tuple] = []      # (start, end, seen, set) whose events are not read yet
+        self._spare_events: list = []
+        self._counts = None
         if self.cuda:
-            self.start = worker.bound.Event(enable_timing=True)
-            self.end = worker.bound.Event(enable_timing=True)
+            # Device-side counters: [reps whose output differed from the first, reps that wrote a guard band]
+            self._counts = worker.bound.zeros(2, dtype=torch.int64, device=worker.device)
+            self._one = (worker.bound.Event(enable_timing=True), worker.bound.Event(enable_timing=True))
+        self._host_mismatches = self._host_overruns = 0
 
-    def rep(self, s: int, seen: bool) -> None:
+    def _before_call(self, s: int) -> list:
+        """What every rep does before its clock starts: inputs read (pages mapped and TLB warm, seen
+        and unseen sets alike), the allocator's blocks and the output buffer painted, L2 flushed."""
         w, bound = self.w, self.w.bound
         inputs = w.sets[s]
-        for x in inputs:  # seen and unseen inputs alike were just read (pages mapped, TLB warm)
+        for x in inputs:
             if isinstance(x, torch.Tensor):
                 bound.clone(x)
         w._paint_for_call(s)
         if self.cuda:
             bound.zero_(w.flush_buf)
-            if self.pad_s:
-                w._spin(self.pad_s)   # the call is enqueued before the start event fires: no launch gap
-            bound.ev_record(self.start)
-            out = w._run_candidate("timed call", w.fn, *inputs)
-            bound.ev_record(self.end)
-            bound.ev_sync(self.end)
-            t0 = bound.pc()
-            bound.cuda_sync()
-            drain = (bound.pc() - t0) * 1e3
-            ms = bound.ev_elapsed(self.start, self.end)
-        else:
+        return inputs
+
+    def rep(self, s: int, seen: bool) -> None:
+        w, bound = self.w, self.w.bound
+        if not self.cuda:
+            inputs = self._before_call(s)
             t0 = bound.pc_ns()
             out = w._run_candidate("timed call", w.fn, *inputs)
-            ms = (bound.pc_ns() - t0) / 1e6
-            drain = None
+            self._record((bound.pc_ns() - t0) / 1e6, seen, s)
+            self._verify(s, out)
+            return
+        start, end = self._spare_events.pop() if self._spare_events else (
+            bound.Event(enable_timing=True), bound.Event(enable_timing=True))
+        inputs = self._before_call(s)
+        bound.ev_record(start)
+        out = w._run_candidate("timed call", w.fn, *inputs)
+        bound.ev_record(end)
+        self._pending.append((start, end, seen, s))
+        self._verify(s, out)
+        if len(self._pending) >= self.SYNC_EVERY:
+            self.collect()
+
+    def collect(self) -> None:
+        """Wait for the queued reps and read their events, in the order they ran."""
+        if not self._pending:
+            return
+        bound = self.w.bound
+        bound.ev_sync(self._pending[-1][1])
+        for start, end, seen, s in self._pending:
+            self._record(bound.ev_elapsed(start, end), seen, s)
+            self._spare_events.append((start, end))
+        self._pending.clear()
+
+    def _record(self, ms: float, seen: bool, s: int) -> None:
         if seen:
             self.times.append(ms)
             self.order.append(s)
-            if drain is not None:
-                self.drains.append(drain)
         else:
             self.pairs.append([self.times[-1] if self.times else ms, ms])
-        self.overruns += w._guard_overrun(s) > 0
+
+    def _verify(self, s: int, out) -> None:
+        """Against the first output on the same set, bitwise; guard bands untouched. On CUDA the
+        comparison is queued on the caller's stream: work the call left unordered on another
+        stream races it, and loses."""
+        w, bound = self.w, self.w.bound
         if type(out) is not torch.Tensor:
             self.non_tensor += 1
         elif s not in self.first:
             self.first[s] = bound.clone(out)
-        elif not _same_bits(bound, self.first[s], out):
-            self.mismatches += 1
+        elif out.shape != self.first[s].shape or out.dtype != self.first[s].dtype:
+            self.shape_mismatches += 1
+        elif self.cuda:
+            bound.add_(self._counts[0], _bits_differ(bound, self.first[s], out))
+        else:
+            self._host_mismatches += not _same_bits(bound, self.first[s], out)
+        guards = w._guard_bands(s)
+        if guards is None:
+            return
+        if self.cuda:
+            bound.add_(self._counts[1], bound.any(bound.ne(guards, w.poison["word"])))
+        else:
+            self._host_overruns += bool(bound.any(bound.ne(guards, w.poison["word"])))
+
+    def verdicts(self) -> dict:
+        counts = [int(c) for c in self._counts.tolist()] if self.cuda else [0, 0]
+        return {"mismatches": self.shape_mismatches + self._host_mismatches + counts[0],
+                "overruns": self._host_overruns + counts[1]}
+
+    def drain_rep(self, s: int) -> None:
+        """Two clocks on one rep, synchronised: the events, then the host time of a device-wide
+        sync after the end event completed (work another stream still runs shows there)."""
+        w, bound = self.w, self.w.bound
+        start, end = self._one
+        inputs = self._before_call(s)
+        bound.ev_record(start)
+        out = w._run_candidate("timed call", w.fn, *inputs)
+        bound.ev_record(end)
+        bound.ev_sync(end)
+        t0 = bound.pc()
+        bound.cuda_sync()
+        self.drains.append((bound.pc() - t0) * 1e3)
+        self.synced.append(bound.ev_elapsed(start, end))
+        self._verify(s, out)
 
     def null_drains(self, n: int) -> list[float]:
         bound, out = self.w.bound, []
+        start, end = self._one
         for _ in range(n):
             bound.zero_(self.w.flush_buf)
-            bound.ev_record(self.start)
-            bound.ev_record(self.end)
-            bound.ev_sync(self.end)
+            bound.ev_record(start)
+            bound.ev_record(end)
+            bound.ev_sync(end)
             t0 = bound.pc()
             bound.cuda_sync()
             out.append((bound.pc() - t0) * 1e3)
@@ -636,23 +723,8 @@ def _null_call(*args):
     return None
 
 
-def _launch_pad_s(host_s: list[float]) -> float:
-    """How long to hold the stream before each timed rep so that the device waits for the launch.
-
-    As do_bench's queue does for a kernel the device is busy with: the events then time the device
-    work, not the host's launch path (a Triton launch costs ~55 us of host time against a 13 us
-    kernel on an H200). Sized from the warm-up calls after compilation: 1.5x their 90th percentile,
-    at least 20 us, and at most PAD_MAX_S: one launch's latency is hidden, never a call's host
-    work (a call that spends longer on the host shows it in its events, as under do_bench).
-    """
-    recent = sorted(host_s[len(host_s) // 2:]) or [0.0]
-    p90 = recent[min(len(recent) - 1, int(0.9 * len(recent)))]
-    return min(max(1.5 * p90, 20e-6), PAD_MAX_S)
-
-
 GUARD = 4096   # elements of guard band on each side of a problem-supplied output buffer
 AUDIT_MAX = 2000   # device activities kept from one audited call
-PAD_MAX_S = 100e-6   # the most launch latency the timed reps hide (Triton's, ~55 us, fits)
 
 
 def _same_bits(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -665,6 +737,16 @@ def _same_bits(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> bool:
     ai = bound.view(a.contiguous(), INT_OF_WIDTH[width]) if a.dtype != torch.bool else a
     bi = bound.view(b.contiguous(), INT_OF_WIDTH[width]) if b.dtype != torch.bool else b
     return bool(bound.equal(ai, bi))
+
+
+def _bits_differ(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`_same_bits` negated, left on the device (no host sync); shapes and dtypes already equal."""
+    if a.numel() == 0:
+        return bound.zeros((), dtype=torch.bool, device=a.device)
+    if a.dtype == torch.bool:
+        return bound.any(bound.ne(a, b))
+    width = INT_OF_WIDTH[a.element_size()]
+    return bound.any(bound.ne(bound.view(a.contiguous(), width), bound.view(b.contiguous(), width)))
 
 
 def _materialize(obj) -> torch.Tensor:

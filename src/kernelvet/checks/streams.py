@@ -1,6 +1,6 @@
 """`streams`: work the reported clock did not see.
 
-Two clocks per timed rep, the way the reported time is taken: events on the caller's stream,
+Two clocks per rep of a synchronised run after the timed reps: events on the caller's stream,
 and then the host time of a device-wide synchronize (the drain). The drain of a rep with no call
 is calibrated away, so honest launch-bound kernels do not trip it. Work hidden on another stream
 shows as drain time: reject when it exceeds half the event time (the spec's 1.5x) and the noise
@@ -44,7 +44,7 @@ def evaluate(ev) -> Finding:
     t = ev.timing or {}
     if not t.get("drain_ms") or not t.get("null_drain_ms"):
         return not_reached(CheckId.STREAMS)
-    events = statistics.median(t["times_ms"])
+    events = statistics.median(t.get("synced_ms") or t["times_ms"])   # the drains' own reps
     drain = statistics.median(t["drain_ms"])
     base = statistics.median(t["null_drain_ms"])
     hidden = drain - base
