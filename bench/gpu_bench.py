@@ -8,7 +8,8 @@
    Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
 3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone.
 
-Usage: python bench/gpu_bench.py OUT_DIR [--quick]
+Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,big]
+  (small: 256, 1024 and the softmax; big: 4096 and 8192; --quick leaves out big)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernelvet.practice import by_name, kernels
 
 SIZES = (256, 1024, 4096, 8192)
 SOFTMAX = (4096, 4096)
+SPARE_S = 2.0   # after a vet, its successor's worker has started CUDA and its libraries by then
 
 
 def _dobench(fn) -> float:
@@ -63,6 +65,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
             t0 = time.perf_counter()
             rep = kernelvet.vet(by_name(name).path, prob, device="cuda", launcher=launcher, audit="never")
             walls.append(time.perf_counter() - t0)
+            time.sleep(SPARE_S)   # the next vet's worker starts CUDA now: not while do_bench runs
             assert rep.verdict.value == "pass", [f.summary for f in rep.failed]
             kv_c.append(rep.timing.median_ms)
             kv_r.append(rep.timing.reference_median_ms)
@@ -82,38 +85,47 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
 
 
 def latency_rows(launcher) -> list[dict]:
+    """Each case twice back to back (the next vet waits for the worker the last one started) and
+    twice alone (SPARE_S after the last vet: its worker is ready)."""
     rows = []
-    cases = [("triton_gemm_ieee", "never"), ("triton_gemm_ieee", "auto"), ("triton_gemm_ieee", "auto"),
+    cases = [("triton_gemm_ieee", "never"), ("triton_gemm_ieee", "auto"),
              ("torch_mm", "auto"), ("bf16_operands", "auto"), ("hidden_stream", "auto")]
     kernelvet.vet(by_name("triton_gemm_ieee").path, "matmul", device="cuda", launcher=launcher, audit="never")
-    for name, audit in cases * 2:
-        t0 = time.perf_counter()
-        rep = kernelvet.vet(by_name(name).path, "matmul", device="cuda", launcher=launcher, audit=audit)
-        wall = time.perf_counter() - t0
-        rows.append({"candidate": name, "audit": audit, "wall_s": wall, "verdict": rep.verdict.value,
-                     "failed": [str(f.check) for f in rep.failed], "phases_s": rep.phases_s})
-        print(f"vet {name} audit={audit}: {wall:.2f} s {rep.verdict.value} {rows[-1]['failed']} "
-              + " ".join(f"{k}={v:.2f}" for k, v in rep.phases_s.items()), flush=True)
+    for spacing in ("back to back", "alone"):
+        for name, audit in cases * 2:
+            if spacing == "alone":
+                time.sleep(SPARE_S)
+            t0 = time.perf_counter()
+            rep = kernelvet.vet(by_name(name).path, "matmul", device="cuda", launcher=launcher, audit=audit)
+            wall = time.perf_counter() - t0
+            rows.append({"candidate": name, "audit": audit, "spacing": spacing, "wall_s": wall,
+                         "verdict": rep.verdict.value, "failed": [str(f.check) for f in rep.failed],
+                         "phases_s": rep.phases_s})
+            print(f"vet {name} audit={audit} {spacing}: {wall:.2f} s {rep.verdict.value} {rows[-1]['failed']} "
+                  + " ".join(f"{k}={v:.2f}" for k, v in rep.phases_s.items()), flush=True)
     return rows
 
 
-def cli_rows() -> list[dict]:
+def cli_rows(dest: str) -> list[dict]:
     env = {**os.environ}
     py = sys.executable
+    check = [py, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path, "--ref", "matmul", "--device", "cuda",
+             "--verbose"]
     rows = []
     for label, cmd in [("python + import torch", [py, "-c", "import torch"]),
                        ("python + import torch + CUDA init", [py, "-c", "import torch; torch.zeros(1, device='cuda')"]),
-                       ("kernelvet check (audit never)", [py, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path,
-                                                          "--ref", "matmul", "--device", "cuda", "--audit", "never"]),
-                       ("kernelvet check (audit auto)", [py, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path,
-                                                         "--ref", "matmul", "--device", "cuda", "--verbose"])]:
+                       ("kernelvet check (audit never)", check + ["--audit", "never"]),
+                       ("kernelvet check (audit auto)", check + ["--json", os.path.join(dest, "cli-report.json")]),
+                       ("kernelvet check (audit auto, sandbox off)", check + ["--sandbox", "off"])]:
         walls = []
         for _ in range(3):
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
             walls.append(time.perf_counter() - t0)
+        start_up = [ln for ln in proc.stdout.splitlines() if ln.startswith("start-up")]
         rows.append({"what": label, "wall_s": walls, "median_s": statistics.median(walls), "rc": proc.returncode,
-                     "tail": proc.stdout[-600:]})
+                     "start_up": start_up[-1] if start_up else "", "tail": proc.stdout[-1500:]})
+        print(start_up[-1] if start_up else "", flush=True)
         print(f"{label}: {statistics.median(walls):.2f} s (rc {proc.returncode})", flush=True)
     return rows
 
@@ -129,20 +141,24 @@ def table(res: dict) -> str:
                    f"{r['kernelvet_ms']:.4f} | {r['ratio']:.3f} | {r['do_bench_ref_ms']:.4f} | "
                    f"{r['kernelvet_ref_ms']:.4f} | {r['ref_ratio']:.3f} |")
     out += ["", "## Latency through the Python API (warm launcher, warm Triton cache)", "",
-            "| candidate | audit | wall s | verdict | failed | phases |", "|---|---|---|---|---|---|"]
+            "| candidate | audit | spacing | wall s | verdict | failed | phases |", "|---|---|---|---|---|---|---|"]
     for r in res["latency"]:
         ph = ", ".join(f"{k} {v:.2f}" for k, v in r["phases_s"].items())
-        out.append(f"| {r['candidate']} | {r['audit']} | {r['wall_s']:.2f} | {r['verdict']} | "
+        out.append(f"| {r['candidate']} | {r['audit']} | {r['spacing']} | {r['wall_s']:.2f} | {r['verdict']} | "
                    f"{', '.join(r['failed']) or '-'} | {ph} |")
-    out += ["", "## The CLI, end to end (median of 3)", "", "| what | median s | runs |", "|---|---|---|"]
+    out += ["", "## The CLI, end to end (median of 3)", "", "| what | median s | runs | start-up (last run) |",
+            "|---|---|---|---|"]
     for r in res["cli"]:
-        out.append(f"| {r['what']} | {r['median_s']:.2f} | {', '.join(f'{w:.2f}' for w in r['wall_s'])} |")
+        out.append(f"| {r['what']} | {r['median_s']:.2f} | {', '.join(f'{w:.2f}' for w in r['wall_s'])} | "
+                   f"{r['start_up'].split(': ', 1)[-1]} |")
     return "\n".join(out) + "\n"
 
 
 def main() -> None:
     dest = sys.argv[1]
     quick = "--quick" in sys.argv
+    parts = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--parts=")),
+                 ["latency", "small", "cli", "big"])
     os.makedirs(dest, exist_ok=True)
     import platform
     res = {"device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -150,18 +166,22 @@ def main() -> None:
     t0 = time.perf_counter()
     launcher = spawn.shared_launcher()
     res["launcher_start_s"] = time.perf_counter() - t0
-    res["timing"], res["cli"], res["partial"] = [], [], True
+    res["timing"], res["cli"], res["latency"], res["partial"] = [], [], [], True
 
     def save():   # after every row: a run cut off by its time limit still leaves what it measured
         with open(os.path.join(dest, "gpu-bench.json"), "w") as fh:
             json.dump(res, fh, indent=1, default=str)
 
-    res["latency"] = latency_rows(launcher)
-    save()
-    timing_rows(launcher, timing_cases(False, quick), res["timing"], save)
-    res["cli"] = cli_rows()
-    save()
-    timing_rows(launcher, timing_cases(True, quick), res["timing"], save)
+    if "latency" in parts:
+        res["latency"] = latency_rows(launcher)
+        save()
+    if "small" in parts:
+        timing_rows(launcher, timing_cases(False, quick), res["timing"], save)
+    if "cli" in parts:
+        res["cli"] = cli_rows(dest)
+        save()
+    if "big" in parts:
+        timing_rows(launcher, timing_cases(True, quick), res["timing"], save)
     del res["partial"]
     save()
     text = table(res)

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from .errors import HarnessError, UsageError
 from .ids import AUDIT_MODES
@@ -86,15 +87,18 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_check(args) -> int:
     if args.json:
         _check_writable(args.json)  # now, not after a vet of minutes whose report would be lost
+    t0 = time.monotonic()
     start = _EarlyStart(args.sandbox, args.device)   # the launcher imports torch while we do
     from . import render
     from .judge import vet
     from .problem import load_problem
+    start.marks["torch imported"] = time.monotonic() - t0
     prob = load_problem(args.ref, args.shape, args.dtype)
     launcher = start.result()
+    start.marks["vet began"] = time.monotonic() - t0
     try:
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
-                     allow=args.allow, audit=args.audit, launcher=launcher)
+                     allow=args.allow, audit=args.audit, launcher=launcher, prepare_next=False)
     except HarnessError as exc:
         if args.json:  # an `error` verdict is a verdict too: the report says what failed
             _write(args.json, json.dumps({"version": REPORT_VERSION, "verdict": "error", "error": str(exc),
@@ -103,6 +107,10 @@ def _cmd_check(args) -> int:
     if args.json:
         _write(args.json, report.dumps())
     render.report(report, verbose=args.verbose)
+    if args.verbose:
+        start.marks["vet ended"] = time.monotonic() - t0
+        print("start-up, seconds since kernelvet's main began: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(start.marks.items(), key=lambda kv: kv[1])))
     return report.verdict.exit_code
 
 
@@ -136,14 +144,17 @@ class _EarlyStart(threading.Thread):
     def __init__(self, sandbox: str, device: str):
         super().__init__(daemon=True, name="kernelvet-early-start")
         self.device, self.error = device, None
+        self.t0, self.marks = time.monotonic(), {}
         self.launcher = _launcher(sandbox, wait=False)   # here: the launcher dies with the thread that forked it
         self.start()
 
     def run(self):
         try:
             self.launcher.wait_ready()
+            self.marks["launcher ready"] = time.monotonic() - self.t0
             from .judge import prepare
             prepare(self.launcher, self.device)
+            self.marks["worker asked to prepare"] = time.monotonic() - self.t0
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread by result()
             self.error = exc
 

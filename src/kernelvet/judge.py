@@ -61,11 +61,13 @@ FLUSH_MIN_BYTES = 256 << 20
 
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
         timeout: float = 300.0, allow=(), settings: Settings | None = None,
-        launcher: spawn.Launcher | None = None, audit: str = "auto") -> Report:
+        launcher: spawn.Launcher | None = None, audit: str = "auto", prepare_next: bool = True) -> Report:
     """Vet one candidate file against a problem; return the report (raises only UsageError/HarnessError).
 
     `audit`: the profiler's kernel audit (CUDA) - `auto` runs it only for a candidate every other
-    check passed (0.09 s per vet on an H200), `always`, or `never`."""
+    check passed (0.06-0.09 s per vet on an H200), `always`, or `never`.
+    `prepare_next`: on CUDA, start the next vet's worker as this one ends (its CUDA start-up is
+    then off the next vet's clock); a one-off vet (the CLI) has no next."""
     settings = settings or Settings()
     if settings.fresh_sets < 3:
         raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
@@ -157,7 +159,8 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         containment = dict(getattr(w, "containment", {}) or {})
         w.close()
         w.cleanup()
-        _prepare_spare(launcher, dev, flush_bytes)
+        if prepare_next:
+            _prepare_spare(launcher, dev, flush_bytes)
 
     findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
     failed = [f for f in findings if f.status is Status.FAIL]
