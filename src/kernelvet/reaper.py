@@ -4,7 +4,8 @@ The launcher is a child subreaper, so a process that leaves its worker's tree (d
 setsid, its parent dead) is re-parented to the launcher rather than to init: every descendant of a
 worker is either still under a live worker, or a child of the launcher that is not a worker, which
 is killed on sight. Trees are read from /proc/*/stat (the /proc/PID/task/*/children files are not
-in every kernel).
+in every kernel). The naive bench's fork server (practice/naive.py) uses the same tools, and kills
+what is left in a request's session.
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ def die_with_parent() -> None:
         pass
 
 
-def table() -> dict[int, tuple[int, str]]:
-    """pid -> (ppid, state) for every process visible now."""
-    procs: dict[int, tuple[int, str]] = {}
+def _stats():
+    """(pid, fields after the command name: state, ppid, pgrp, session, ...) for every process visible now."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -41,10 +41,31 @@ def table() -> dict[int, tuple[int, str]]:
             with open(f"/proc/{name}/stat", "rb") as fh:
                 stat = fh.read()
             fields = stat[stat.rindex(b")") + 2:].split()   # the command name may hold spaces and ')'
-            procs[int(name)] = (int(fields[1]), fields[0].decode())
-        except (OSError, ValueError, IndexError):
+            if len(fields) > 3:
+                yield int(name), fields
+        except (OSError, ValueError):
             continue
-    return procs
+
+
+def table() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, state) for every process visible now."""
+    return {pid: (int(f[1]), f[0].decode()) for pid, f in _stats()}
+
+
+def session(sid: int) -> list[int]:
+    """Live (not zombie) processes in session `sid`."""
+    return [pid for pid, f in _stats() if int(f[3]) == sid and f[0] != b"Z"]
+
+
+def kill_session(sid: int, rounds: int = 50) -> None:
+    """SIGKILL every process in session `sid` until none lives (one forked between two scans is
+    found in the next). For processes whose tree was cut when a parent died: a session outlives it."""
+    for _ in range(rounds):
+        alive = session(sid)
+        if not alive:
+            return
+        for pid in alive:
+            _kill(pid)
 
 
 def descendants(procs: dict[int, tuple[int, str]], root: int) -> list[int]:

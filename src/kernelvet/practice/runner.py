@@ -4,6 +4,10 @@ For every selected cheat (and every honest control) on the device: what the naiv
 (correct? how fast?), and what kernelvet decided (verdict, the check that fired, its evidence).
 `--ablate` adds the cheats x checks matrix: each check that fired is waived in turn, to show which
 checks catch a cheat alone.
+
+The naive bench runs in a fork server (naive.py --serve), one per run: `import torch` once, one
+forked child per entry, cleaned up after each. A cheat that kills its parent kills the server, not
+us: that entry has no verdict and the next one gets a fresh server.
 """
 
 from __future__ import annotations
@@ -11,14 +15,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select as io_select   # `select` is this module's pattern selection
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 
 from rich.console import Console
 from rich.table import Table
 
-from .. import devices, vet
+from .. import devices, reaper, spawn, vet
 from ..judge import Settings
 from ..errors import UsageError
 from ..ids import ALL_CHECKS, CheckId
@@ -26,6 +33,7 @@ from ..report import Status, Verdict
 from . import CORPUS, PATTERN_NAMES, Entry
 
 NAIVE_TIMEOUT_S = 120
+NAIVE_GRACE_S = 60         # past the per-entry limit: the server's start (imports) and its clean-up
 EVIDENCE_CHARS = 110
 
 
@@ -83,37 +91,127 @@ def select(patterns: list[str]) -> list[Entry]:
     return list(dict.fromkeys(chosen + honest))
 
 
-def run_naive(entry: Entry, device: str) -> dict:
-    """The naive bench in its own process (behind a shell, so a cheat that kills its parent kills
-    the shell, not us). What it prints last is its verdict; a silent death is no verdict."""
-    cmd = [sys.executable, "-m", "kernelvet.practice.naive", entry.path, entry.problem_ref, device]
-    shell = ["sh", "-c", '"$@"; exit $?', "naive", *cmd]
+def run_naive(entry: Entry, device: str, bench: NaiveBench | None = None) -> dict:
+    """The naive bench's belief about one entry, from `bench` (or from a server of its own)."""
     limit = min(NAIVE_TIMEOUT_S, entry.timeout + 10)   # entries known to hang get the short limit kernelvet gets
-    proc = subprocess.Popen(shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        return {"believed": None, "speedup": None, "note": f"hung past {limit:.0f} s: no verdict"}
-    finally:
+    if bench is None:
+        with NaiveBench() as own:
+            return own.run(entry.path, entry.problem_ref, device, limit)
+    return bench.run(entry.path, entry.problem_ref, device, limit)
+
+
+class NaiveBench:
+    """The runner's end of the naive bench's fork server (naive.py --serve): started on first use,
+    started again after a candidate killed it. The server sits in a session of its own, so killing
+    its group ends it; each request's child sits in another, which the server cleans up, or we do
+    when the server died first."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.err = None                 # the server's stderr: its own last words, never a candidate's
+        self.child: int | None = None   # the fork running the current request, as the server told us
+        self.buf = b""
+
+    def __enter__(self) -> NaiveBench:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def run(self, candidate: str, problem: str, device: str, limit: float) -> dict:
+        if self.proc is None:
+            self._start()
+        req = {"candidate": candidate, "problem": problem, "device": device, "timeout": limit}
         try:
-            os.killpg(proc.pid, signal.SIGKILL)   # the bench and anything it left behind
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
         except OSError:
-            pass
-        proc.wait()
-    last = stdout.strip().splitlines()[-1:] or [""]
+            return self._lost("eof", limit)
+        deadline = time.monotonic() + limit + NAIVE_GRACE_S   # the server's own deadline comes first
+        while isinstance(msg := self._message(deadline), dict):
+            if "child" in msg:
+                self.child = msg["child"]
+                continue
+            self.child = None   # the server killed and reaped it
+            return {k: msg[k] for k in ("believed", "speedup", "note") if k in msg}
+        return self._lost(msg, limit)
+
+    def close(self) -> None:
+        """Kill the server's group and the current request's session, if any; idempotent."""
+        if self.proc is None:
+            return
+        for pgid in (self.proc.pid, self.child):
+            if pgid:
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
+                except OSError:
+                    pass
+        if self.child:
+            reaper.kill_session(self.child)
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.err):
+            f.close()
+        self.proc, self.err, self.child, self.buf = None, None, None, b""
+
+    def _start(self) -> None:
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernelvet.practice.naive", "--serve"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                     bufsize=0, start_new_session=True)
+
+    def _message(self, deadline: float) -> dict | str:
+        """The server's next line, or why there is none: "eof", "deadline" or "garbled"."""
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not io_select.select([fd], [], [], left)[0]:
+                return "deadline"
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return "eof"
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return "garbled"
+        ok = isinstance(msg, dict) and (type(msg.get("child")) is int if "child" in msg else "believed" in msg)
+        return msg if ok else "garbled"
+
+    def _lost(self, why: str, limit: float) -> dict:
+        """No reply: the server hung, died (a candidate may kill its parent) or garbled its reply.
+        It goes, with what the request left behind; the next request starts another."""
+        try:
+            code = self.proc.wait(timeout=5 if why == "eof" else 0)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.err.seek(0)
+        err = (self.err.read().decode(errors="replace").strip().splitlines() or [""])[-1][:160]
+        self.close()
+        if why == "deadline":
+            note = f"hung past {limit:.0f} s: no verdict"
+        elif why == "garbled":
+            note = "no verdict: the bench process garbled its reply"
+        elif code is None:
+            note = "no verdict: the bench process stopped answering"
+        elif code < 0:
+            note = f"no verdict: the bench process was killed ({_signal_name(-code)})"
+        else:
+            note = f"no verdict: the bench process ended (exit {code}){': ' + err if err else ''}"
+        return {"believed": None, "speedup": None, "note": note}
+
+
+def _signal_name(num: int) -> str:
     try:
-        got = json.loads(last[0])
-        return {"believed": bool(got["believed"]), "speedup": got.get("speedup")}
-    except (ValueError, KeyError, TypeError):
-        err = (stderr.strip().splitlines() or [""])[-1][:160]
-        return {"believed": None, "speedup": None,
-                "note": f"no verdict (exit {proc.returncode}){': ' + err if err else ''}"}
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
 
 
-def run_row(entry: Entry, device: str, ablate: bool, launcher=None) -> Row:
+def run_row(entry: Entry, device: str, ablate: bool, launcher=None, bench: NaiveBench | None = None) -> Row:
     if device not in entry.devices:
         return Row(entry, device, skipped=f"needs {' or '.join(entry.devices)}: the pattern cannot exist on {device}")
-    row = Row(entry, device, naive=run_naive(entry, device))
+    row = Row(entry, device, naive=run_naive(entry, device, bench))
     report = _vet(entry, device, launcher=launcher)
     row.verdict = str(report.verdict)
     fails = [f for f in report.findings if f.status is Status.FAIL]
@@ -130,7 +228,15 @@ def run_row(entry: Entry, device: str, ablate: bool, launcher=None) -> Row:
 def _vet(entry: Entry, device: str, allow=(), launcher=None):
     # The whole plan, no early exit: the table and the matrix show every check that fires.
     return vet(entry.path, entry.problem_ref, device=device, allow=allow,
-               timeout=entry.timeout, settings=Settings(early_exit=False), launcher=launcher)
+               timeout=entry.timeout, settings=Settings(early_exit=False), launcher=_live(launcher))
+
+
+def _live(launcher):
+    """The launcher to vet with: kill_parent kills the one it ran under, so a dead one gives way to
+    a fresh one in the same sandbox mode (shared_launcher keeps it for the rows after)."""
+    if launcher is None or launcher.alive():
+        return launcher
+    return spawn.shared_launcher("strict" if launcher.sandbox == "bwrap" else "off")
 
 
 def render(rows: list[Row], ablate: bool, console: Console) -> None:
@@ -196,15 +302,16 @@ def main(patterns: list[str], device: str = "auto", json_path: str | None = None
     # A stopped run (SIGTERM, a time limit) still leaves every finished row: one line each as it
     # comes, and the JSON rewritten after each.
     signal.signal(signal.SIGTERM, _terminated)
-    for i, e in enumerate(entries, 1):
-        rows.append(run_row(e, dev_kind, ablate, launcher))
-        r = rows[-1]
-        console.print(f"[dim]{i}/{len(entries)} {e.name}:[/] "
-                      + (f"skipped ({r.skipped})" if r.skipped else
-                         f"naive {_naive_text(r.naive)}, kernelvet {r.verdict} {', '.join(r.failed)}")
-                      + ("" if r.ok else " [bold magenta](unexpected)[/]"))
-        if json_path:
-            _write_json(json_path, dev, rows, ablate, partial=True)
+    with NaiveBench() as bench:   # one fork server for the run; closing it kills its group
+        for i, e in enumerate(entries, 1):
+            rows.append(run_row(e, dev_kind, ablate, launcher, bench))
+            r = rows[-1]
+            console.print(f"[dim]{i}/{len(entries)} {e.name}:[/] "
+                          + (f"skipped ({r.skipped})" if r.skipped else
+                             f"naive {_naive_text(r.naive)}, kernelvet {r.verdict} {', '.join(r.failed)}")
+                          + ("" if r.ok else " [bold magenta](unexpected)[/]"))
+            if json_path:
+                _write_json(json_path, dev, rows, ablate, partial=True)
     render(rows, ablate, console)
     ok = all(r.ok for r in rows)
     missing = lonely_checks(rows, dev_kind) if ablate and not patterns else set()
@@ -222,7 +329,7 @@ def main(patterns: list[str], device: str = "auto", json_path: str | None = None
 
 
 def _terminated(signum, frame):
-    raise KeyboardInterrupt   # so that `finally` blocks kill the naive bench's process group
+    raise KeyboardInterrupt   # so that `finally` blocks (NaiveBench.close) kill the naive bench's process group
 
 
 def _write_json(path: str, dev, rows: list[Row], ablate: bool, missing=(), partial: bool = False) -> None:
