@@ -1,27 +1,42 @@
 #!/usr/bin/env bash
 # The GPU work of a session on the lent H200, in parts that each fit one 10-minute call:
-#   bench/gpu_session.sh bench     environment, a smoke subset of the GPU tests, bench/gpu_bench.py
+#   bench/gpu_session.sh bench     bench/gpu_bench.py (timing against do_bench, latency, the CLI)
 #   bench/gpu_session.sh tests     the whole GPU test suite (tests/test_gpu*.py)
 #   bench/gpu_session.sh practice  kernelvet practice --device cuda --ablate --json
-# Results land in $OUT (copied to bench/results/<date>-h200/ by hand afterwards).
+#   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
+#                                  (streams at 4096^3, the audit, CUDA endings), then the latency
+#                                  rows of the bench, each given what is left of 580 s
+# Results land in $OUT (copied to bench/results/<date>-h200*/ by hand afterwards).
 set -u
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 COLUMNS=200
 OUT=${OUT:-/tmp/kv-out}
 mkdir -p "$OUT"
+pkill -f "[k]ernelvet\.(launcher|practice|worker)" 2>/dev/null   # leftovers of a killed earlier call
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
+START=$SECONDS
+left() { echo $(( 580 - (SECONDS - START) - $1 )); }   # seconds left, keeping $1 for what follows
+NOT_MATRIX='not test_cuda_cheat_is_rejected and not test_cuda_ablation and not test_cuda_honest'
 case "${1:-bench}" in
   bench)
-    python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu_endings.py tests/test_gpu.py \
-      -k "audit or endings or illegal or memory or ctypes or decoy or hidden_stream" 2>&1 | tee "$OUT/gpu-smoke.log" | tail -30
-    python3 bench/gpu_bench.py "$OUT" 2>&1 | tee "$OUT/gpu-bench.log" | tail -60 ;;
+    python3 bench/gpu_bench.py "$OUT" "${@:2}" 2>&1 | tee "$OUT/gpu-bench.log" | tail -60 ;;
   tests)
     python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py "${@:2}" 2>&1 \
       | tee "$OUT/gpu-tests.log" | tail -40 ;;
   practice)
-    COLUMNS=200 python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" 2>&1 \
-      | tee "$OUT/practice-cuda.txt" | tail -80 ;;
+    python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" > "$OUT/practice-cuda.txt" 2>&1
+    echo "practice exit $?"; tail -60 "$OUT/practice-cuda.txt" ;;
+  short)
+    timeout "$(left 170)" python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" \
+      > "$OUT/practice-cuda.txt" 2>&1
+    echo "practice exit $? after $((SECONDS - START)) s"; tail -45 "$OUT/practice-cuda.txt"
+    pkill -f "[k]ernelvet\.(launcher|practice|worker)" 2>/dev/null
+    timeout "$(left 65)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py \
+      -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
+    echo "tests exit $? after $((SECONDS - START)) s"; tail -22 "$OUT/gpu-tests.log"
+    timeout "$(left 0)" python3 bench/gpu_bench.py "$OUT" --parts=latency > "$OUT/gpu-bench.log" 2>&1
+    echo "bench exit $? after $((SECONDS - START)) s"; tail -25 "$OUT/gpu-bench.log" ;;
 esac
