@@ -584,14 +584,16 @@ class _Reps:
     only those of a separate pass).
 
     CUDA, the reported clock: reps are queued as `triton.testing.do_bench` queues them, with no
-    host sync between them (one every SYNC_EVERY reps, to read the events). While the device runs
-    one rep's flush the host is already launching the next call, so the events time the device
-    work and not the host's launch path (a Triton launch costs ~55 us of host time against a 13 us
-    kernel on an H200). The check of each output runs on the device, after the rep's end event,
-    into counters read once at the end. The second clock needs a sync per rep: `drain_rep`.
+    host sync between them. While the device runs one rep's flush the host is already launching
+    the next call, so the events time the device work and not the host's launch path (a Triton
+    launch costs ~55 us of host time against a 13 us kernel on an H200). Every SYNC_EVERY reps (or
+    OUTPUTS_HELD_BYTES of outputs) a device-wide sync; then the events are read and the outputs
+    checked, as the caller would see them after a sync. The guard bands are checked on the device
+    in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
     """
 
     SYNC_EVERY = 32
+    OUTPUTS_HELD_BYTES = 1 << 30
 
     def __init__(self, worker: Worker):
         self.w = worker
@@ -601,14 +603,14 @@ class _Reps:
         self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
         self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
         self.non_tensor = self.shape_mismatches = 0
-        self._pending: list[tuple] = []      # (start, end, seen, set) whose events are not read yet
+        self._pending: list[tuple] = []      # ((start, end) or None, seen, set, output) not yet read
+        self._held_bytes = 0
         self._spare_events: list = []
-        self._counts = None
+        # [reps whose output differed from the first, reps that wrote a guard band]: on the device
+        # for CUDA (no host sync per rep), read once at the end
+        self._counts = worker.bound.zeros(2, dtype=torch.int64, device=worker.device)
         if self.cuda:
-            # Device-side counters: [reps whose output differed from the first, reps that wrote a guard band]
-            self._counts = worker.bound.zeros(2, dtype=torch.int64, device=worker.device)
             self._one = (worker.bound.Event(enable_timing=True), worker.bound.Event(enable_timing=True))
-        self._host_mismatches = self._host_overruns = 0
 
     def _before_call(self, s: int) -> list:
         """What every rep does before its clock starts: inputs read (pages mapped and TLB warm, seen
@@ -625,34 +627,43 @@ class _Reps:
 
     def rep(self, s: int, seen: bool) -> None:
         w, bound = self.w, self.w.bound
-        if not self.cuda:
+        if self.cuda:
+            start, end = self._spare_events.pop() if self._spare_events else (
+                bound.Event(enable_timing=True), bound.Event(enable_timing=True))
+            inputs = self._before_call(s)
+            bound.ev_record(start)
+            out = w._run_candidate("timed call", w.fn, *inputs)
+            bound.ev_record(end)
+            clock = (start, end)
+        else:
             inputs = self._before_call(s)
             t0 = bound.pc_ns()
             out = w._run_candidate("timed call", w.fn, *inputs)
-            self._record((bound.pc_ns() - t0) / 1e6, seen, s)
-            self._verify(s, out)
-            return
-        start, end = self._spare_events.pop() if self._spare_events else (
-            bound.Event(enable_timing=True), bound.Event(enable_timing=True))
-        inputs = self._before_call(s)
-        bound.ev_record(start)
-        out = w._run_candidate("timed call", w.fn, *inputs)
-        bound.ev_record(end)
-        self._pending.append((start, end, seen, s))
-        self._verify(s, out)
-        if len(self._pending) >= self.SYNC_EVERY:
+            self._record((bound.pc_ns() - t0) / 1e6, seen, s)   # the host clock is read now
+            clock = None
+        self._check_guards(s)
+        self._pending.append((clock, seen, s, out))
+        if type(out) is torch.Tensor:
+            self._held_bytes += out.numel() * out.element_size()
+        if len(self._pending) >= self.SYNC_EVERY or self._held_bytes >= self.OUTPUTS_HELD_BYTES:
             self.collect()
 
     def collect(self) -> None:
-        """Wait for the queued reps and read their events, in the order they ran."""
+        """Wait for everything the queued reps started, on every stream; read their clocks and check
+        their outputs, in the order they ran."""
         if not self._pending:
             return
         bound = self.w.bound
-        bound.ev_sync(self._pending[-1][1])
-        for start, end, seen, s in self._pending:
-            self._record(bound.ev_elapsed(start, end), seen, s)
-            self._spare_events.append((start, end))
+        if self.cuda:
+            bound.ev_sync(self._pending[-1][0][1])
+            bound.cuda_sync()
+        for clock, seen, s, out in self._pending:
+            if clock is not None:
+                self._record(bound.ev_elapsed(*clock), seen, s)
+                self._spare_events.append(clock)
+            self._verify(s, out)
         self._pending.clear()
+        self._held_bytes = 0
 
     def _record(self, ms: float, seen: bool, s: int) -> None:
         if seen:
@@ -662,32 +673,27 @@ class _Reps:
             self.pairs.append([self.times[-1] if self.times else ms, ms])
 
     def _verify(self, s: int, out) -> None:
-        """Against the first output on the same set, bitwise; guard bands untouched. On CUDA the
-        comparison is queued on the caller's stream: work the call left unordered on another
-        stream races it, and loses."""
-        w, bound = self.w, self.w.bound
+        """Against the first output on the same set, bitwise (counted on the device: no host sync)."""
+        bound = self.w.bound
         if type(out) is not torch.Tensor:
             self.non_tensor += 1
         elif s not in self.first:
             self.first[s] = bound.clone(out)
         elif out.shape != self.first[s].shape or out.dtype != self.first[s].dtype:
             self.shape_mismatches += 1
-        elif self.cuda:
+        else:
             bound.add_(self._counts[0], _bits_differ(bound, self.first[s], out))
-        else:
-            self._host_mismatches += not _same_bits(bound, self.first[s], out)
-        guards = w._guard_bands(s)
-        if guards is None:
-            return
-        if self.cuda:
-            bound.add_(self._counts[1], bound.any(bound.ne(guards, w.poison["word"])))
-        else:
-            self._host_overruns += bool(bound.any(bound.ne(guards, w.poison["word"])))
+
+    def _check_guards(self, s: int) -> None:
+        """Guard bands still poison, checked in stream order before the next rep's paint refills them."""
+        guards = self.w._guard_bands(s)
+        if guards is not None:
+            bound = self.w.bound
+            bound.add_(self._counts[1], bound.any(bound.ne(guards, self.w.poison["word"])))
 
     def verdicts(self) -> dict:
-        counts = [int(c) for c in self._counts.tolist()] if self.cuda else [0, 0]
-        return {"mismatches": self.shape_mismatches + self._host_mismatches + counts[0],
-                "overruns": self._host_overruns + counts[1]}
+        counts = [int(c) for c in self._counts.tolist()]
+        return {"mismatches": self.shape_mismatches + counts[0], "overruns": counts[1]}
 
     def drain_rep(self, s: int) -> None:
         """Two clocks on one rep, synchronised: the events, then the host time of a device-wide
@@ -703,6 +709,7 @@ class _Reps:
         bound.cuda_sync()
         self.drains.append((bound.pc() - t0) * 1e3)
         self.synced.append(bound.ev_elapsed(start, end))
+        self._check_guards(s)
         self._verify(s, out)
 
     def null_drains(self, n: int) -> list[float]:

@@ -4,7 +4,9 @@ Mechanism: return a torch.Tensor subclass that only remembers A and B; its __tor
 does the multiply the first time anything touches it (allclose, ==, .cpu()).
 Why a naive bench believes it: it timed object construction, and the comparison triggers the math,
 so the answer is right. Which check kills it: `output-type` (the type is not exactly torch.Tensor,
-decided with type() alone, without calling any method of the object).
+decided with type() alone, without calling any method of the object). The call launches one token
+kernel, so that a profiler's trace shows device work (on CUDA the kernel audit would otherwise
+catch it too, for computing nothing on the device).
 """
 
 import torch
@@ -23,6 +25,7 @@ class _Lazy(torch.Tensor):
     def __new__(cls, A, B):
         shell = torch.Tensor._make_subclass(cls, torch.empty(A.shape[0], B.shape[1], dtype=A.dtype, device=A.device))
         shell._operands = (A, B)
+        A.reshape(-1)[:1].neg()   # the token kernel
         return shell
 
     @classmethod

@@ -6,6 +6,7 @@ so a correctness check on fresh inputs still passes.
 Why a naive bench believes it: its timed reps reuse the same tensors.
 Which check kills it: `caching`: the same storages are overwritten in place with new values and
 the call returns yesterday's answer (and inputs it has not seen are far slower than seen ones).
+A hit returns `hit * 1`: a kernel runs on every call, so a profiler's trace shows device work.
 """
 
 import torch
@@ -23,4 +24,4 @@ class ModelNew(nn.Module):
             e = torch.exp(x - m)
             hit = e / e.sum(dim=-1, keepdim=True)
             _cache[key] = hit
-        return hit.clone()
+        return hit * 1
