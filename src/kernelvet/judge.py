@@ -156,11 +156,13 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
                                 poison, flush_bytes, waived, audit, phases=phases)
         phases["candidate"] = time.monotonic() - t0
     finally:
+        t0 = time.monotonic()
         containment = dict(getattr(w, "containment", {}) or {})
         w.close()
         w.cleanup()
         if prepare_next:
             _prepare_spare(launcher, dev, flush_bytes)
+        phases["finish"] = time.monotonic() - t0
 
     findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
     failed = [f for f in findings if f.status is Status.FAIL]

@@ -359,7 +359,9 @@ class WorkerHandle:
                 protocol.send(self.sock, "bye")
             except OSError:
                 pass
-            self.launcher.exit_status(self.job, wait=2.0)
+            # A moment to leave on its own; no longer: nothing more is needed from it, and a CUDA
+            # context can take a second to tear down, which would be on every vet's clock.
+            self.launcher.exit_status(self.job, wait=0.2)
         self.kill()
         self.sock.close()
 
