@@ -47,6 +47,7 @@ class Row:
     failed: tuple[str, ...] = ()
     evidence: str = ""
     alone: tuple[str, ...] = ()        # with --ablate: checks that, waived, let this cheat through
+    still_caught: dict = dataclasses.field(default_factory=dict)   # waived check -> what caught it anyway
 
     @property
     def ok(self) -> bool:
@@ -66,6 +67,8 @@ class Row:
                "kernelvet": {"verdict": self.verdict, "check": list(self.failed), "evidence": self.evidence}}
         if self.alone or self.entry.kind == "cheat":
             out["caught_alone_by"] = list(self.alone)
+        if self.still_caught:
+            out["waived_but_caught_by"] = {k: list(v) for k, v in self.still_caught.items()}
         return out
 
 
@@ -155,9 +158,11 @@ class NaiveBench:
 
     def _start(self) -> None:
         self.err = tempfile.TemporaryFile()
+        # The compile caches kernelvet's workers use: a load_inline candidate is built once, not twice
+        cache_dirs = {k: v for k, v in spawn.worker_env().items() if k in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR")}
         self.proc = subprocess.Popen([sys.executable, "-m", "kernelvet.practice.naive", "--serve"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
-                                     bufsize=0, start_new_session=True)
+                                     bufsize=0, start_new_session=True, env={**os.environ, **cache_dirs})
 
     def _message(self, deadline: float) -> dict | str:
         """The server's next line, or why there is none: "eof", "deadline" or "garbled"."""
@@ -220,8 +225,16 @@ def run_row(entry: Entry, device: str, ablate: bool, launcher=None, bench: Naive
                                                    if report.timing else "")
     row.evidence = row.evidence if len(row.evidence) <= EVIDENCE_CHARS else row.evidence[:EVIDENCE_CHARS - 1] + "…"
     if ablate and entry.kind == "cheat":
-        row.alone = tuple(c for c in row.failed if c != str(CheckId.WORKER)
-                          and _vet(entry, device, allow=[c], launcher=launcher, whole=False).verdict is Verdict.PASS)
+        alone = []
+        for c in row.failed:
+            if c == str(CheckId.WORKER):
+                continue
+            waived = _vet(entry, device, allow=[c], launcher=launcher, whole=False)
+            if waived.verdict is Verdict.PASS:
+                alone.append(c)
+            else:   # which check caught it anyway: the matrix's evidence for a double catch
+                row.still_caught[c] = tuple(str(f.check) for f in waived.failed)
+        row.alone = tuple(alone)
     return row
 
 
