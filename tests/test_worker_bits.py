@@ -1,0 +1,32 @@
+"""The worker's bitwise comparisons: the host one (`_same_bits`) and the one left on the device
+for queued timed reps (`_bits_differ`) must agree, NaN payloads and signed zeros included."""
+
+import torch
+from hypothesis import given, settings, strategies as st
+
+from kernelvet.worker import _Bound, _bits_differ, _same_bits
+
+BOUND = _Bound()
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.bool]
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), n=st.integers(0, 64), flips=st.lists(st.integers(0, 63), max_size=3),
+       seed=st.integers(0, 2**31))
+def test_device_and_host_comparisons_agree(dtype, n, flips, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(n, generator=g) * 4).to(dtype)
+    b = a.clone()
+    for i in flips:
+        if i < n:
+            b[i] = ~b[i] if dtype in (torch.bool, torch.int32) else -b[i] if b[i] != 0 else 1
+    assert bool(_bits_differ(BOUND, a, b)) == (not _same_bits(BOUND, a, b))
+
+
+def test_nan_payloads_and_signed_zeros_differ():
+    a = torch.tensor([0.0, float("nan")])
+    b = a.clone()
+    b.view(torch.int32)[1] ^= 1          # another NaN payload: equal under ==, not bitwise
+    assert bool(_bits_differ(BOUND, a, b))
+    assert bool(_bits_differ(BOUND, torch.tensor([0.0]), torch.tensor([-0.0])))
+    assert not bool(_bits_differ(BOUND, a, a.clone()))
