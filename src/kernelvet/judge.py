@@ -161,7 +161,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         w.close()
         w.cleanup()
         if prepare_next:
-            _prepare_spare(launcher, dev, flush_bytes)
+            _prepare_spare_soon(launcher, dev, flush_bytes)
         phases["finish"] = time.monotonic() - t0
 
     findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
@@ -185,11 +185,16 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
 
 _spares: dict[int, tuple] = {}
 _spares_lock = threading.Lock()
+_spares_coming: dict[int, threading.Thread] = {}   # launcher -> the thread starting its spare
 
 
 def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
     """A fresh worker: the spare made ready after the last vet on this launcher and device, if
     there is one (its CUDA start-up is then already paid), else a new one."""
+    with _spares_lock:
+        coming = _spares_coming.pop(id(launcher), None)
+    if coming is not None:
+        coming.join()
     with _spares_lock:
         spare = _spares.pop(id(launcher), None)
     if spare is not None:
@@ -227,7 +232,7 @@ def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
     if dev.type != "cuda" or not launcher.alive():
         return
     try:
-        w = spawn.WorkerHandle(launcher, time.monotonic() + 600.0, device=dev)
+        w = spawn.WorkerHandle(launcher, time.monotonic() + 600.0, device=str(dev))
         w.hello()
     except (RuntimeError, OSError, spawn.WorkerEnded):
         return
@@ -238,6 +243,19 @@ def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
     if old is not None:
         old[0].close()
         old[0].cleanup()
+
+
+def _prepare_spare_soon(launcher, dev, flush_bytes: int) -> None:
+    """`_prepare_spare` on a thread: the vet that ends returns its report now, not after the fork
+    and the new worker's hello (a network namespace to create, on a root machine); the next vet
+    waits for the thread before it looks for the spare."""
+    if dev.type != "cuda" or not launcher.alive():
+        return
+    t = threading.Thread(target=_prepare_spare, args=(launcher, dev, flush_bytes), daemon=True,
+                         name="kernelvet-spare")
+    with _spares_lock:
+        _spares_coming[id(launcher)] = t
+    t.start()
 
 
 def _mark_not_run(findings: list, ev: Evidence) -> tuple:

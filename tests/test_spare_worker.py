@@ -1,0 +1,71 @@
+"""The spare worker a vet starts for the next one (CUDA only in use; a CPU worker stands in here,
+since the hand-over is the same): started on a thread, waited for, taken once, prepared."""
+
+import time
+
+import torch
+
+from kernelvet import judge, spawn
+
+
+class _CudaLike:
+    """Passes the spare path's CUDA test but names the CPU to the worker."""
+    type = "cuda"
+
+    def __str__(self):
+        return "cpu"
+
+
+def _spare_pid(launcher) -> int:
+    judge._spares_coming[id(launcher)].join()
+    return judge._spares[id(launcher)][0].pid
+
+
+def _take(launcher, flush_bytes=0):
+    return judge._take_worker(launcher, torch.device("cpu"), flush_bytes, time.monotonic() + 60)
+
+
+def test_a_spare_started_on_a_thread_is_taken_once_and_in_step():
+    launcher = spawn.shared_launcher()
+    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    pid = _spare_pid(launcher)
+    w = _take(launcher)
+    try:
+        assert w.pid == pid
+        assert id(launcher) not in judge._spares and id(launcher) not in judge._spares_coming
+        assert w.request("integrity").type == "state"   # its `prepared` answer was read first
+    finally:
+        w.close()
+        w.cleanup()
+    fresh = _take(launcher)   # none left: a new worker
+    try:
+        assert fresh.pid != pid
+    finally:
+        fresh.close()
+        fresh.cleanup()
+
+
+def test_the_next_vet_waits_for_a_spare_still_being_started():
+    launcher = spawn.shared_launcher()
+    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    coming = judge._spares_coming[id(launcher)]
+    w = _take(launcher)   # at once: it must join the thread, then take what it made
+    try:
+        assert not coming.is_alive() and id(launcher) not in judge._spares
+        assert w.request("integrity").type == "state"
+    finally:
+        w.close()
+        w.cleanup()
+
+
+def test_a_spare_with_a_smaller_flush_buffer_is_not_used():
+    launcher = spawn.shared_launcher()
+    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    pid = _spare_pid(launcher)
+    w = _take(launcher, flush_bytes=1 << 40)
+    try:
+        assert w.pid != pid and id(launcher) not in judge._spares
+        assert w.request("integrity").type == "state"
+    finally:
+        w.close()
+        w.cleanup()
