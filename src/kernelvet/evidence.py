@@ -55,10 +55,24 @@ class Evidence:
     candidate_error: dict | None = None     # phase, error, traceback when candidate code raised
     reached: set[str] = dataclasses.field(default_factory=set)   # phases the run got through
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def records(self, *phases: str) -> list[CallRecord]:
         return [c for c in self.calls if c.phase in phases and c.output is not None]
 
+    def memo(self, fn, *tensors):
+        """fn(*tensors), computed once per run: the checks are evaluated again after each stage of
+        the plan (early exit), over the same outputs, which never change once recorded."""
+        key = (fn, *map(id, tensors))
+        if key not in self._memo:
+            self._memo[key] = (fn(*tensors), tensors)   # the tensors kept: their ids stay theirs
+        return self._memo[key][0]
+
     def poisoned(self, rec: CallRecord) -> int:
+        if CheckId.UNWRITTEN_OUTPUT not in self.enabled:
+            return 0
+        return self.memo(self._poison_count, rec.output)
+
+    def _poison_count(self, out: torch.Tensor) -> int:
         from .metrics import poison_count
-        return poison_count(rec.output, self.poison_words) if CheckId.UNWRITTEN_OUTPUT in self.enabled else 0
+        return poison_count(out, self.poison_words)

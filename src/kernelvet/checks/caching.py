@@ -24,15 +24,15 @@ OWN_SLACK = 4.0   # an answer on seen inputs may be this much worse than on fres
 
 
 def evaluate(ev) -> Finding:
-    fresh = [metrics.rel_error(c.output, ev.refs64[c.values_of]) for c in ev.records("warmup", "fresh")
+    fresh = [ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of]) for c in ev.records("warmup", "fresh")
              if not ev.poisoned(c) and c.output.shape == ev.refs64[c.values_of].shape]
     tol = max(metrics.tolerance(ev.dtype, ev.reference_error), OWN_SLACK * max(fresh, default=0.0))
     evidence = {"tolerance": tol, "fresh_max_error": max(fresh, default=None)}
     for c in ev.records("overwrite"):
         if ev.poisoned(c):
             continue
-        err = metrics.rel_error(c.output, ev.refs64[c.values_of])
-        stale = metrics.rel_error(c.output, ev.refs64[c.set_id])
+        err = ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of])
+        stale = ev.memo(metrics.rel_error, c.output, ev.refs64[c.set_id])
         evidence.update({"overwrite_error": err, "error_vs_old_values": stale,
                          "same_pointers": ev.overwrite_same_pointers})
         if err > tol:
@@ -43,7 +43,7 @@ def evaluate(ev) -> Finding:
     for c in ev.records("timed", "unseen", "loop"):
         if ev.poisoned(c) or c.output.shape != ev.refs64[c.values_of].shape:
             continue
-        err = metrics.rel_error(c.output, ev.refs64[c.values_of])
+        err = ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of])
         if err > tol:
             return Finding(CheckId.CACHING, Status.FAIL,
                            f"an output produced in the {c.phase} calls is wrong (error {err:.3g}) although the "

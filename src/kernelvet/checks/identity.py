@@ -28,7 +28,7 @@ def evaluate(ev) -> Finding:
         for i, x in enumerate(ev.inputs[c.values_of]):
             if i == ev.output_arg or not isinstance(x, torch.Tensor) or x.numel() != c.output.numel() or not x.is_floating_point():
                 continue
-            d_out, d_ref = rel_distance(c.output, x), rel_distance(ref, x)
+            d_out, d_ref = ev.memo(rel_distance, c.output, x), ev.memo(rel_distance, ref, x)
             if d_ref > 1e-12 and d_out <= RATIO * d_ref:
                 return Finding(CheckId.IDENTITY, Status.FAIL,
                                f"output is a copy of input {i}: distance {d_out:.3g} to it, where the true "
@@ -37,8 +37,8 @@ def evaluate(ev) -> Finding:
     for a, b in itertools.combinations(recs, 2):
         if a.values_of == b.values_of:
             continue
-        d_out = rel_distance(a.output, b.output)
-        d_ref = rel_distance(ev.refs64[a.values_of], ev.refs64[b.values_of])
+        d_out = ev.memo(rel_distance, a.output, b.output)
+        d_ref = ev.memo(rel_distance, ev.refs64[a.values_of], ev.refs64[b.values_of])
         if d_ref > 1e-12 and d_out <= RATIO * d_ref:
             return Finding(CheckId.IDENTITY, Status.FAIL,
                            f"output ignores its input: two different input sets gave outputs {d_out:.3g} apart, "

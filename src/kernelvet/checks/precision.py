@@ -32,7 +32,7 @@ def evaluate(ev) -> Finding:
         if tuple(c.output.shape) != tuple(ref.shape):
             return Finding(CheckId.PRECISION, Status.FAIL, f"output shape {tuple(c.output.shape)} is not the "
                            f"reference's {tuple(ref.shape)}", {"phase": c.phase})
-        err = metrics.rel_error(c.output, ref)
+        err = ev.memo(metrics.rel_error, c.output, ref)
         rows.append(err)
         if worst is None or err > worst[0]:
             worst = (err, c)
@@ -42,7 +42,7 @@ def evaluate(ev) -> Finding:
         return Finding(CheckId.PRECISION, Status.SKIP, "every checked output held poison (see unwritten-output)",
                        evidence)
     err, c = worst
-    evidence.update(metrics.ulp_stats(c.output, ev.refs64[c.values_of], ev.dtype))
+    evidence.update(ev.memo(metrics.ulp_stats, c.output, ev.refs64[c.values_of], ev.dtype))
     evidence["max_rel_error"] = err
     if err > tol:
         what = "non-finite values" if math.isinf(err) else f"relative error {err:.3g}"
