@@ -454,7 +454,9 @@ class Worker:
         per_call = max((bound.pc() - t0) / max(i, 1), 1e-6)
         expected = max(min(reps, int(budget_s / per_call)), min_reps)
         spacing = max(1, expected // (len(unseen) + 1))
-        rec = _Reps(self)
+        # Reps read per sync: up to SYNC_EVERY, and few enough that the run ends near its budget
+        # (the host stops queueing on its own clock, so one batch may run past it).
+        rec = _Reps(self, sync_every=max(1, min(_Reps.SYNC_EVERY, int(budget_s / per_call / 4))))
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
@@ -586,8 +588,9 @@ class _Reps:
     CUDA, the reported clock: reps are queued as `triton.testing.do_bench` queues them, with no
     host sync between them. While the device runs one rep's flush the host is already launching
     the next call, so the events time the device work and not the host's launch path (a Triton
-    launch costs ~55 us of host time against a 13 us kernel on an H200). Every SYNC_EVERY reps (or
-    OUTPUTS_HELD_BYTES of outputs) a device-wide sync; then the events are read and the outputs
+    launch costs ~55 us of host time against a 13 us kernel on an H200). Every `sync_every` reps
+    (at most SYNC_EVERY, fewer for long calls) or OUTPUTS_HELD_BYTES of outputs, a device-wide
+    sync; then the events are read and the outputs
     checked, as the caller would see them after a sync. The guard bands are checked on the device
     in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
     """
@@ -595,9 +598,10 @@ class _Reps:
     SYNC_EVERY = 32
     OUTPUTS_HELD_BYTES = 1 << 30
 
-    def __init__(self, worker: Worker):
+    def __init__(self, worker: Worker, sync_every: int = SYNC_EVERY):
         self.w = worker
         self.cuda = worker.device.type == "cuda"
+        self.sync_every = sync_every
         self.first: dict[int, torch.Tensor] = {}
         self.times, self.order = [], []
         self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
@@ -645,7 +649,7 @@ class _Reps:
         self._pending.append((clock, seen, s, out))
         if type(out) is torch.Tensor:
             self._held_bytes += out.numel() * out.element_size()
-        if len(self._pending) >= self.SYNC_EVERY or self._held_bytes >= self.OUTPUTS_HELD_BYTES:
+        if len(self._pending) >= self.sync_every or self._held_bytes >= self.OUTPUTS_HELD_BYTES:
             self.collect()
 
     def collect(self) -> None:
