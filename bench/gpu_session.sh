@@ -2,7 +2,9 @@
 # The GPU work of a session on the lent H200, in parts that each fit one 10-minute call:
 #   bench/gpu_session.sh bench     bench/gpu_bench.py (timing against do_bench, latency, the CLI)
 #   bench/gpu_session.sh tests     the whole GPU test suite (tests/test_gpu*.py)
-#   bench/gpu_session.sh practice  kernelvet practice --device cuda --ablate --json
+#   bench/gpu_session.sh practice [PATTERN ...]   kernelvet practice --device cuda --ablate --json
+#                                  (split by pattern across calls if need be; bench/practice_merge.py
+#                                  joins the JSON files and gives the whole run's verdict)
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
@@ -27,7 +29,8 @@ case "${1:-bench}" in
     python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py "${@:2}" 2>&1 \
       | tee "$OUT/gpu-tests.log" | tail -40 ;;
   practice)
-    python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" > "$OUT/practice-cuda.txt" 2>&1
+    python3 -m kernelvet practice "${@:2}" --device cuda --ablate --json "$OUT/practice-cuda.json" \
+      > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $?"; tail -60 "$OUT/practice-cuda.txt" ;;
   short)
     timeout "$(left 170)" python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" \
