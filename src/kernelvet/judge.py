@@ -28,6 +28,7 @@ import torch
 from . import checks, codec, devices, metrics, spawn
 from .checks.kernel_audit import defined_kernels
 from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
+from .checks import streams
 from .checks.timers import judge_clock
 from .errors import HarnessError, UsageError
 from .evidence import CallRecord, Evidence
@@ -441,6 +442,8 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
             phase = "unseen" if int(s) in timed_unseen else "timed"
             ev.calls.append(CallRecord(phase, int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob)))
+        if CheckId.STREAMS in on:
+            _measure_drain_again(w, ev, fresh, settings, max_blob, record)
         ev.reached.add("timing")
         phases["timing"] = time.monotonic() - t0
 
@@ -463,6 +466,25 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
     except spawn.WorkerEnded as exc:
         ev.worker_end = exc.reason
     return w.output()
+
+
+def _measure_drain_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record) -> None:
+    """A drain that says "hidden work" is measured again, up to twice, before it counts: another
+    process busy on the device for a moment looks like hidden work once, hidden work does every
+    time. A re-measurement that finds none replaces the timing, its reported times included, so
+    that a candidate hiding work only sometimes is not timed with it; what any run saw wrong in
+    the outputs is kept."""
+    attempts = []
+    while streams.drain_says_hidden(ev.timing) and len(attempts) < 2:
+        attempts.append({k: ev.timing.get(k) for k in ("drain_ms", "null_drain_ms", "synced_ms")})
+        msg = record("timing", None, w.request("time", _time_body(fresh, settings, budget_ms=settings.budget_ms / 2),
+                                               max_blob_bytes=max_blob))
+        body = dict(msg.body)
+        for k in ("mismatches", "overruns", "non_tensor"):
+            body[k] = max(int(body.get(k, 0)), int(ev.timing.get(k, 0)))
+        ev.timing = body
+    if attempts:
+        ev.extra["drain_attempts"] = attempts
 
 
 def _audit_wanted(ev: Evidence, audit: str, waived) -> bool:

@@ -4,7 +4,9 @@ Two clocks per rep of a synchronised run after the timed reps: events on the cal
 and then the host time of a device-wide synchronize (the drain). The drain of a rep with no call
 is calibrated away, so honest launch-bound kernels do not trip it. Work hidden on another stream
 shows as drain time: reject when it exceeds half the event time (the spec's 1.5x) and the noise
-floor. A side stream the caller's stream waits on is inside the events and passes.
+floor. A side stream the caller's stream waits on is inside the events and passes. A drain that
+says "hidden" is measured again (up to twice, by the judge) before it counts, as `timers` does:
+another process busy on the device for a moment looks like hidden work once; hidden work, every time.
 
 At small sizes hidden work can finish inside the host's launch gaps, where no clock sees it, so
 a second witness asks about order, not time: the worker holds the caller's stream in a sleep,
@@ -42,18 +44,35 @@ def evaluate(ev) -> Finding:
         return Finding(CheckId.STREAMS, Status.FAIL, traced + ": work hidden on another stream",
                        {"probe": p, "trace": traced})
     t = ev.timing or {}
-    if not t.get("drain_ms") or not t.get("null_drain_ms"):
+    clocks = drain_clocks(t)
+    if clocks is None:
         return not_reached(CheckId.STREAMS)
-    events = statistics.median(t.get("synced_ms") or t["times_ms"])   # the drains' own reps
-    drain = statistics.median(t["drain_ms"])
-    base = statistics.median(t["null_drain_ms"])
+    events, drain, base = clocks
     hidden = drain - base
     evidence = {"events_median_ms": events, "drain_median_ms": drain, "drain_baseline_ms": base,
                 "hidden_ms": hidden, "ratio": (events + max(hidden, 0)) / events if events > 0 else None,
-                "probe": p, "trace": traced}
-    if hidden > RATIO * events and hidden > FLOOR_MS:
+                "probe": p, "trace": traced, "earlier_attempts": ev.extra.get("drain_attempts", [])}
+    if drain_says_hidden(t):
         return Finding(CheckId.STREAMS, Status.FAIL,
                        f"{hidden:.4g} ms of device work per call outlived the caller's stream events "
-                       f"({events:.4g} ms): work hidden on another stream", evidence)
+                       f"({events:.4g} ms): work hidden on another stream"
+                       + (f" (in {1 + len(evidence['earlier_attempts'])} measurements)"
+                          if evidence["earlier_attempts"] else ""), evidence)
     return Finding(CheckId.STREAMS, Status.PASS,
                    f"device-wide drain adds {max(hidden, 0):.3g} ms to {events:.4g} ms of stream time", evidence)
+
+
+def drain_clocks(t: dict) -> tuple[float, float, float] | None:
+    """Medians of the synchronised reps' events, their drains, and the no-call drains."""
+    if not t.get("drain_ms") or not t.get("null_drain_ms"):
+        return None
+    events = statistics.median(t.get("synced_ms") or t["times_ms"])   # the drains' own reps
+    return events, statistics.median(t["drain_ms"]), statistics.median(t["null_drain_ms"])
+
+
+def drain_says_hidden(t: dict) -> bool:
+    clocks = drain_clocks(t)
+    if clocks is None:
+        return False
+    events, drain, base = clocks
+    return drain - base > RATIO * events and drain - base > FLOOR_MS
