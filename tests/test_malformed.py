@@ -203,6 +203,11 @@ BAD_PROBLEMS = [
                  id="reference-returns-complex"),
     pytest.param(problem(head="OUTPUT_ARG = 'out'"), ["OUTPUT_ARG must be the index", "'out'"],
                  id="output-arg-not-an-index"),
+    pytest.param(problem(head="FLOPS = 'many'"), ["FLOPS must be a positive number", "'many'"],
+                 id="flops-not-a-number"),       # found by tests/test_fuzz.py: it was a traceback
+    pytest.param(problem(head="BYTES = -1"), ["BYTES must be a positive number", "-1"], id="bytes-negative"),
+    pytest.param(problem(head="FLOPS = float('nan')"), ["FLOPS must be a positive number", "nan"],
+                 id="flops-nan"),
 ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import math
 import os
 import weakref
 from typing import Any
@@ -208,7 +209,17 @@ def load_problem(ref: str, shape: tuple[int, ...] | None = None, dtype: str | No
     if output_arg is not None and (type(output_arg) is not int or output_arg < 0):
         raise UsageError(f"{ref}: OUTPUT_ARG must be the index of the output-buffer input, got {output_arg!r}")
     return Problem(os.path.basename(ref), {"kind": "file", "path": path}, mod, path,
-                   getattr(mod, "FLOPS", None), getattr(mod, "BYTES", None), output_arg=output_arg)
+                   _count(mod, "FLOPS", ref), _count(mod, "BYTES", ref), output_arg=output_arg)
+
+
+def _count(mod, name: str, ref: str) -> float | None:
+    """FLOPS or BYTES as a problem file states them: a positive finite number, or absent (counted)."""
+    value = getattr(mod, name, None)
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{ref}: {name} must be a positive number (what one call does), got {value!r}")
+    return float(value)
 
 
 def load_reference_module(spec: dict):
