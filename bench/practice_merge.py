@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from kernelvet.ids import ALL_CHECKS, CheckId
 from kernelvet.practice import CORPUS
+from kernelvet.practice.runner import row_ok, sole_checks_expected
 
 
 def merge(paths: list[str]) -> dict:
@@ -27,9 +27,7 @@ def merge(paths: list[str]) -> dict:
     kind = device["type"]
     missing = [e.name for e in CORPUS if kind in e.devices and (e.name not in rows or "skipped" in rows[e.name])]
     wrong = [name for name, r in rows.items() if "skipped" not in r and not _ok(r)]
-    expected = {str(c) for c in ALL_CHECKS} - {str(CheckId.WORKER)}
-    if kind == "cpu":   # no streams and no kernel trace on the host
-        expected -= {str(CheckId.STREAMS), str(CheckId.KERNEL_AUDIT)}
+    expected = sole_checks_expected(kind)
     alone = {c for r in rows.values() for c in r.get("caught_alone_by", [])}
     ordered = [rows[e.name] for e in CORPUS if e.name in rows]
     return {"version": 1, "device": device, "rows": ordered, "merged_from": paths, "missing": missing,
@@ -37,10 +35,7 @@ def merge(paths: list[str]) -> dict:
 
 
 def _ok(row: dict) -> bool:
-    kv = row.get("kernelvet", {})
-    if row["kind"] == "cheat":
-        return kv.get("verdict") == "reject"
-    return kv.get("verdict") == "pass" and bool((row.get("naive") or {}).get("believed"))
+    return row_ok(row["kind"], row.get("kernelvet", {}).get("verdict", ""), row.get("naive"))
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
 """The spare worker a vet starts for the next one (CUDA only in use; a CPU worker stands in here,
 since the hand-over is the same): started on a thread, waited for, taken once, prepared."""
 
+import contextlib
 import time
 
 import torch
@@ -21,51 +22,42 @@ def _spare_pid(launcher) -> int:
     return judge._spares[id(launcher)][0].pid
 
 
-def _take(launcher, flush_bytes=0):
-    return judge._take_worker(launcher, torch.device("cpu"), flush_bytes, time.monotonic() + 60)
+@contextlib.contextmanager
+def _taken(launcher, flush_bytes=0):
+    """The worker the next vet would get, closed afterwards."""
+    w = judge._take_worker(launcher, torch.device("cpu"), flush_bytes, time.monotonic() + 60)
+    try:
+        yield w
+    finally:
+        w.close()
+        w.cleanup()
 
 
 def test_a_spare_started_on_a_thread_is_taken_once_and_in_step():
     launcher = spawn.shared_launcher()
     judge._prepare_spare_soon(launcher, _CudaLike(), 0)
     pid = _spare_pid(launcher)
-    w = _take(launcher)
-    try:
+    with _taken(launcher) as w:
         assert w.pid == pid
         assert id(launcher) not in judge._spares and id(launcher) not in judge._spares_coming
         assert w.request("integrity").type == "state"   # its `prepared` answer was read first
-    finally:
-        w.close()
-        w.cleanup()
-    fresh = _take(launcher)   # none left: a new worker
-    try:
+    with _taken(launcher) as fresh:   # none left: a new worker
         assert fresh.pid != pid
-    finally:
-        fresh.close()
-        fresh.cleanup()
 
 
 def test_the_next_vet_waits_for_a_spare_still_being_started():
     launcher = spawn.shared_launcher()
     judge._prepare_spare_soon(launcher, _CudaLike(), 0)
     coming = judge._spares_coming[id(launcher)]
-    w = _take(launcher)   # at once: it must join the thread, then take what it made
-    try:
+    with _taken(launcher) as w:   # at once: it must join the thread, then take what it made
         assert not coming.is_alive() and id(launcher) not in judge._spares
         assert w.request("integrity").type == "state"
-    finally:
-        w.close()
-        w.cleanup()
 
 
 def test_a_spare_with_a_smaller_flush_buffer_is_not_used():
     launcher = spawn.shared_launcher()
     judge._prepare_spare_soon(launcher, _CudaLike(), 0)
     pid = _spare_pid(launcher)
-    w = _take(launcher, flush_bytes=1 << 40)
-    try:
+    with _taken(launcher, flush_bytes=1 << 40) as w:
         assert w.pid != pid and id(launcher) not in judge._spares
         assert w.request("integrity").type == "state"
-    finally:
-        w.close()
-        w.cleanup()

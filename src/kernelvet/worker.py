@@ -629,16 +629,21 @@ class _Reps:
             bound.zero_(w.flush_buf)
         return inputs
 
+    def _call_between(self, s: int, start, end):
+        """One call on set `s` between two events on the caller's stream (CUDA)."""
+        w, bound = self.w, self.w.bound
+        inputs = self._before_call(s)
+        bound.ev_record(start)
+        out = w._run_candidate("timed call", w.fn, *inputs)
+        bound.ev_record(end)
+        return out
+
     def rep(self, s: int, seen: bool) -> None:
         w, bound = self.w, self.w.bound
         if self.cuda:
-            start, end = self._spare_events.pop() if self._spare_events else (
+            clock = self._spare_events.pop() if self._spare_events else (
                 bound.Event(enable_timing=True), bound.Event(enable_timing=True))
-            inputs = self._before_call(s)
-            bound.ev_record(start)
-            out = w._run_candidate("timed call", w.fn, *inputs)
-            bound.ev_record(end)
-            clock = (start, end)
+            out = self._call_between(s, *clock)
         else:
             inputs = self._before_call(s)
             t0 = bound.pc_ns()
@@ -702,12 +707,9 @@ class _Reps:
     def drain_rep(self, s: int) -> None:
         """Two clocks on one rep, synchronised: the events, then the host time of a device-wide
         sync after the end event completed (work another stream still runs shows there)."""
-        w, bound = self.w, self.w.bound
+        bound = self.w.bound
         start, end = self._one
-        inputs = self._before_call(s)
-        bound.ev_record(start)
-        out = w._run_candidate("timed call", w.fn, *inputs)
-        bound.ev_record(end)
+        out = self._call_between(s, start, end)
         bound.ev_sync(end)
         t0 = bound.pc()
         bound.cuda_sync()

@@ -52,7 +52,7 @@ def evaluate(ev) -> Finding:
     evidence = {"events_median_ms": events, "drain_median_ms": drain, "drain_baseline_ms": base,
                 "hidden_ms": hidden, "ratio": (events + max(hidden, 0)) / events if events > 0 else None,
                 "probe": p, "trace": traced, "earlier_attempts": ev.extra.get("drain_attempts", [])}
-    if drain_says_hidden(t):
+    if _hidden(events, drain, base):
         return Finding(CheckId.STREAMS, Status.FAIL,
                        f"{hidden:.4g} ms of device work per call outlived the caller's stream events "
                        f"({events:.4g} ms): work hidden on another stream"
@@ -72,7 +72,8 @@ def drain_clocks(t: dict) -> tuple[float, float, float] | None:
 
 def drain_says_hidden(t: dict) -> bool:
     clocks = drain_clocks(t)
-    if clocks is None:
-        return False
-    events, drain, base = clocks
+    return clocks is not None and _hidden(*clocks)
+
+
+def _hidden(events: float, drain: float, base: float) -> bool:
     return drain - base > RATIO * events and drain - base > FLOOR_MS

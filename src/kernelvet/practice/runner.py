@@ -51,11 +51,7 @@ class Row:
 
     @property
     def ok(self) -> bool:
-        if self.skipped:
-            return True
-        if self.entry.kind == "cheat":
-            return self.verdict == "reject"
-        return self.verdict == "pass" and bool(self.naive and self.naive.get("believed"))
+        return bool(self.skipped) or row_ok(self.entry.kind, self.verdict, self.naive)
 
     def to_json(self) -> dict:
         e = self.entry
@@ -297,13 +293,24 @@ def _matrix(rows: list[Row]) -> Table:
     return t
 
 
-def lonely_checks(rows: list[Row], device: str) -> set[str]:
-    """Checks that are not the sole catcher of any cheat that ran (streams cannot exist on the CPU)."""
-    alone = {c for r in rows for c in r.alone}
+def row_ok(kind: str, verdict: str, naive: dict | None) -> bool:
+    """A cheat must be rejected; an honest kernel must pass kernelvet and be believed by the naive bench."""
+    if kind == "cheat":
+        return verdict == "reject"
+    return verdict == "pass" and bool(naive and naive.get("believed"))
+
+
+def sole_checks_expected(device: str) -> set[str]:
+    """Checks that must each be some cheat's sole catcher on `device` (no streams or kernel trace on the host)."""
     expected = {str(c) for c in ALL_CHECKS} - {str(CheckId.WORKER)}
-    if device == "cpu":   # no streams and no kernel trace on the host
+    if device == "cpu":
         expected -= {str(CheckId.STREAMS), str(CheckId.KERNEL_AUDIT)}
-    return expected - alone
+    return expected
+
+
+def lonely_checks(rows: list[Row], device: str) -> set[str]:
+    """Checks that are not the sole catcher of any cheat that ran."""
+    return sole_checks_expected(device) - {c for r in rows for c in r.alone}
 
 
 def main(patterns: list[str], device: str = "auto", json_path: str | None = None, ablate: bool = False,
