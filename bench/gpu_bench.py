@@ -100,9 +100,12 @@ def latency_rows(launcher) -> list[dict]:
             wall = time.perf_counter() - t0
             rows.append({"candidate": name, "audit": audit, "spacing": spacing, "wall_s": wall,
                          "verdict": rep.verdict.value, "failed": [str(f.check) for f in rep.failed],
-                         "phases_s": rep.phases_s})
+                         "phases_s": rep.phases_s, "requests_s": rep.requests_s,
+                         "median_ms": rep.timing.median_ms if rep.timing else None})
             print(f"vet {name} audit={audit} {spacing}: {wall:.2f} s {rep.verdict.value} {rows[-1]['failed']} "
-                  + " ".join(f"{k}={v:.2f}" for k, v in rep.phases_s.items()), flush=True)
+                  f"median {rows[-1]['median_ms']} ms "
+                  + " ".join(f"{k}={v:.2f}" for k, v in rep.phases_s.items()) + " | "
+                  + " ".join(f"{k}={n}x{t:.3f}" for k, (n, t) in rep.requests_s.items()), flush=True)
     return rows
 
 

@@ -40,7 +40,9 @@ def test_a_spare_started_on_a_thread_is_taken_once_and_in_step():
     with _taken(launcher) as w:
         assert w.pid == pid
         assert id(launcher) not in judge._spares and id(launcher) not in judge._spares_coming
-        assert w.request("integrity").type == "state"   # its `prepared` answer was read first
+        assert w.unread == 1   # its `prepared` answer: read by the vet, after the judge's own work
+        assert w.request(None).type == "prepared"
+        assert w.request("integrity").type == "state"
     with _taken(launcher) as fresh:   # none left: a new worker
         assert fresh.pid != pid
 
@@ -51,7 +53,7 @@ def test_the_next_vet_waits_for_a_spare_still_being_started():
     coming = judge._spares_coming[id(launcher)]
     with _taken(launcher) as w:   # at once: it must join the thread, then take what it made
         assert not coming.is_alive() and id(launcher) not in judge._spares
-        assert w.request("integrity").type == "state"
+        assert w.request(None).type == "prepared" and w.request("integrity").type == "state"
 
 
 def test_a_spare_with_a_smaller_flush_buffer_is_not_used():
@@ -61,3 +63,29 @@ def test_a_spare_with_a_smaller_flush_buffer_is_not_used():
     with _taken(launcher, flush_bytes=1 << 40) as w:
         assert w.pid != pid and id(launcher) not in judge._spares
         assert w.request("integrity").type == "state"
+
+
+def test_a_spare_that_died_is_replaced():
+    launcher = spawn.shared_launcher()
+    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    pid = _spare_pid(launcher)
+    spare = judge._spares[id(launcher)][0]
+    spare.request(None)
+    spare.kill()
+    deadline = time.monotonic() + 10
+    while not spare.gone() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with _taken(launcher) as w:
+        assert w.pid != pid and w.unread == 0
+        assert w.request("integrity").type == "state"
+
+
+def test_the_worker_of_a_vet_is_ended_off_its_clock_and_the_next_vet_waits_for_that():
+    launcher = spawn.shared_launcher()
+    w = spawn.WorkerHandle(launcher, time.monotonic() + 60, device="cpu")
+    w.hello()
+    judge._after_vet(launcher, w, torch.device("cpu"), 0, prepare_next=True)   # CPU: no spare
+    with _taken(launcher) as fresh:
+        assert id(launcher) not in judge._spares_coming
+        assert w.gone() or w.sock.fileno() == -1   # closed before the next vet got its worker
+        assert fresh.pid != w.pid and fresh.request("integrity").type == "state"

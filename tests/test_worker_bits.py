@@ -30,3 +30,14 @@ def test_nan_payloads_and_signed_zeros_differ():
     assert bool(_bits_differ(BOUND, a, b))
     assert bool(_bits_differ(BOUND, torch.tensor([0.0]), torch.tensor([-0.0])))
     assert not bool(_bits_differ(BOUND, a, a.clone()))
+
+
+def test_the_lead_before_a_timed_rep_outlasts_the_launch_and_is_bounded():
+    """The spin queued before a rep's start event: longer than most warm-up launches took on the
+    host (so launch latency is not inside the window), never longer than LEAD_MAX_S."""
+    from kernelvet.worker import _Reps
+    launches = [55e-6] * 90 + [80e-6] * 10
+    lead = _Reps.lead_for(launches)
+    assert lead > 55e-6 * 1.2 and lead < 200e-6
+    assert _Reps.lead_for([]) == 0.0
+    assert _Reps.lead_for([0.5] * 10) == _Reps.LEAD_MAX_S   # a call that waits on the device itself

@@ -159,10 +159,8 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     finally:
         t0 = time.monotonic()
         containment = dict(getattr(w, "containment", {}) or {})
-        w.close()
-        w.cleanup()
-        if prepare_next:
-            _prepare_spare_soon(launcher, dev, flush_bytes)
+        requests = w.requests_s()
+        _after_vet(launcher, w, dev, flush_bytes, prepare_next)
         phases["finish"] = time.monotonic() - t0
 
     findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
@@ -181,12 +179,12 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         verdict=verdict, findings=findings, timing=timing, problem=prob.to_json(),
         candidate=os.path.abspath(candidate), candidate_sha256=source_sha256,
         device=info, seed=secret, versions=_versions(), waived=tuple(sorted(waived, key=str)),
-        candidate_output=output, phases_s=phases, containment=containment)
+        candidate_output=output, phases_s=phases, requests_s=requests, containment=containment)
 
 
 _spares: dict[int, tuple] = {}
 _spares_lock = threading.Lock()
-_spares_coming: dict[int, threading.Thread] = {}   # launcher -> the thread starting its spare
+_spares_coming: dict[int, threading.Thread] = {}   # launcher -> the thread ending its last vet (`_after_vet`)
 
 
 def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
@@ -200,13 +198,9 @@ def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
         spare = _spares.pop(id(launcher), None)
     if spare is not None:
         w, sdev, sflush = spare
-        if sdev == str(dev) and sflush >= flush_bytes and launcher.alive():
+        if sdev == str(dev) and sflush >= flush_bytes and launcher.alive() and not w.gone():
             w.deadline = deadline
-            try:
-                w.request(None)   # its `prepared` answer
-                return w
-            except (spawn.WorkerEnded, spawn.CandidateRaised):
-                pass
+            return w   # its `prepared` answer is read later: the judge works while it gets ready
         w.close()
         w.cleanup()
     w = spawn.WorkerHandle(launcher, deadline, device=dev)
@@ -247,16 +241,40 @@ def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
 
 
 def _prepare_spare_soon(launcher, dev, flush_bytes: int) -> None:
-    """`_prepare_spare` on a thread: the vet that ends returns its report now, not after the fork
-    and the new worker's hello (a network namespace to create, on a root machine); the next vet
-    waits for the thread before it looks for the spare."""
-    if dev.type != "cuda" or not launcher.alive():
+    """`_prepare_spare` on a thread (see `_after_vet`)."""
+    _after_vet(launcher, None, dev, flush_bytes, True)
+
+
+def _after_vet(launcher, ending, dev, flush_bytes: int, prepare_next: bool) -> None:
+    """Off the vet's clock, on a thread: the next vet's worker starts (CUDA), and the worker that
+    served this vet ends. The vet returns its report now; the next vet waits for the thread
+    before it takes a worker, so nothing of the old worker still runs on the device when it
+    starts timing. The spare is forked first: its CUDA start-up overlaps the old context's
+    teardown (a graceful exit lets the driver release it; killed if it takes longer)."""
+    spare = prepare_next and dev.type == "cuda" and launcher.alive()
+    if ending is None and not spare:
         return
-    t = threading.Thread(target=_prepare_spare, args=(launcher, dev, flush_bytes), daemon=True,
-                         name="kernelvet-spare")
+
+    def run(before):
+        if before is not None:
+            before.join()
+        if spare:
+            _prepare_spare(launcher, dev, flush_bytes)
+        if ending is not None:
+            try:
+                ending.close(wait=_CLOSE_WAIT_S)
+            except OSError:   # the launcher was closed meanwhile (interpreter exit): it killed the worker
+                ending.kill()
+            ending.cleanup()
+
     with _spares_lock:
+        before = _spares_coming.get(id(launcher))
+        t = threading.Thread(target=run, args=(before,), daemon=True, name="kernelvet-after-vet")
         _spares_coming[id(launcher)] = t
     t.start()
+
+
+_CLOSE_WAIT_S = 0.2   # a worker's graceful exit (off the clock, but the next vet waits for it); then it is killed
 
 
 def _mark_not_run(findings: list, ev: Evidence) -> tuple:
@@ -337,7 +355,8 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
 def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing, its ops."""
     try:
-        w.request(None)   # the `load` sent before the float64 references were computed
+        while w.unread:   # a spare's `prepared`, the `load` sent before the float64 references were computed
+            w.request(None)
         for k in fresh:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)

@@ -143,6 +143,8 @@ class Report:
     waived: tuple[CheckId, ...] = ()
     candidate_output: str = ""
     phases_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # round trips to the worker by request type: [count, seconds] (where the phases' time went)
+    requests_s: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     containment: Mapping[str, Any] = dataclasses.field(default_factory=dict)   # what confined the worker
 
     @property
@@ -168,6 +170,7 @@ class Report:
             "waived": [str(c) for c in self.waived],
             "candidate_output": self.candidate_output,
             "phases_s": _jsonable(dict(self.phases_s)),
+            "requests_s": _jsonable(dict(self.requests_s)),
             "containment": _jsonable(dict(self.containment)),
         }
 

@@ -32,7 +32,7 @@ _REPLY_FIELDS = {
                "py_threads_after_settle", "guard_overrun"},
     "probed": {"conclusive", "sleep_ms", "early_fraction", "compared", "why"},
     "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_pairs", "mismatches", "non_tensor",
-              "first_sets", "overruns", "warmup_calls", "synced_ms"},
+              "first_sets", "overruns", "warmup_calls", "synced_ms", "lead_ms"},
     "audited": {"activities", "dropped"},
     "looped": {"exact_tensor"},
     "prepared": {"start_s", "warm_failed"},
@@ -267,13 +267,18 @@ class WorkerHandle:
             took["net"] = "bwrap"
         self.containment = {"sandbox": launcher.sandbox, **took}
         self.ended: WorkerEnded | None = None
-        self._greeted, self._pending = False, None
+        self._greeted = False
+        self._pending: list[str] = []   # requests sent by `send_only` whose answers are unread, in order
+        self._round_trips: dict[str, list] = {}
 
     def request(self, type_: str, body: dict | None = None, tensors=(), *, timeout: float | None = None,
                 max_blob_bytes: int = 1 << 30) -> protocol.Message:
         if self.ended:
             raise self.ended
+        if type_ is not None and self._pending:
+            raise RuntimeError(f"answers to {self._pending} are unread")   # harness bug: replies come in order
         deadline = self.deadline if timeout is None else min(self.deadline, time.monotonic() + timeout)
+        t0 = time.monotonic()
         try:
             if type_ is not None:
                 protocol.send(self.sock, type_, body, tensors)
@@ -284,7 +289,10 @@ class WorkerHandle:
             self._end_from_exit()
         except protocol.ProtocolError as exc:
             self._end(f"protocol violation: {exc}")
-        asked, self._pending = (type_ or self._pending), None
+        asked = type_ or (self._pending.pop(0) if self._pending else None)
+        trip = self._round_trips.setdefault(asked or "hello", [0, 0.0])
+        trip[0] += 1
+        trip[1] += time.monotonic() - t0
         if asked is None and self._greeted:
             asked = "?"   # the answer to a request sent past this handle: any reply but a second hello
         if (msg.type == "hello") != (asked is None) or (
@@ -303,7 +311,7 @@ class WorkerHandle:
 
     def send_only(self, type_: str, body: dict | None = None, tensors=()) -> None:
         """A request whose answer `request(None)` reads later (the worker works meanwhile)."""
-        self._pending = type_
+        self._pending.append(type_)
         try:
             protocol.send(self.sock, type_, body, tensors)
         except OSError:
@@ -347,23 +355,42 @@ class WorkerHandle:
         self.ended = WorkerEnded(reason, code)
         raise self.ended
 
+    @property
+    def unread(self) -> int:
+        """Answers still to be read with `request(None)`."""
+        return len(self._pending)
+
+    def gone(self) -> bool:
+        """Its end of the socket is closed (it exited): seen without blocking or reading data."""
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+
     def kill(self) -> None:
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except OSError:
             pass
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.2) -> None:
+        """Ask it to leave, give it `wait` seconds to do so on its own (a CUDA context is released
+        by the driver as the process exits), then kill its group."""
         if not self.ended:
             try:
                 protocol.send(self.sock, "bye")
             except OSError:
                 pass
-            # A moment to leave on its own; no longer: nothing more is needed from it, and a CUDA
-            # context can take a second to tear down, which would be on every vet's clock.
-            self.launcher.exit_status(self.job, wait=0.2)
+            self.launcher.exit_status(self.job, wait=wait)
         self.kill()
         self.sock.close()
+
+    def requests_s(self) -> dict[str, list]:
+        """Round trips to this worker by request type: [count, seconds], in the order first seen
+        (where a vet's time goes, for `--verbose` and the bench)."""
+        return {k: [n, round(t, 4)] for k, (n, t) in self._round_trips.items()}
 
     def output(self) -> str:
         """What the candidate printed, bounded; never parsed for results."""

@@ -444,9 +444,11 @@ class Worker:
         reps, min_reps, budget_s = int(b["reps"]), int(b["min_reps"]), float(b["budget_ms"]) / 1e3
         bound = self.bound
         t0 = bound.pc()
-        i = 0
+        i, host_s = 0, []
         while i < int(b["warmup"]) or (bound.pc() - t0 < float(b.get("warmup_ms", 0)) / 1e3 and i < 10_000):
+            t1 = bound.pc()
             self._run_candidate("warm-up call", self.fn, *self.sets[sets[i % len(sets)]])
+            host_s.append(bound.pc() - t1)
             i += 1
             if i % 8 == 0:
                 self._sync()
@@ -456,7 +458,8 @@ class Worker:
         spacing = max(1, expected // (len(unseen) + 1))
         # Reps read per sync: up to SYNC_EVERY, and few enough that the run ends near its budget
         # (the host stops queueing on its own clock, so one batch may run past it).
-        rec = _Reps(self, sync_every=max(1, min(_Reps.SYNC_EVERY, int(budget_s / per_call / 4))))
+        rec = _Reps(self, sync_every=max(1, min(_Reps.SYNC_EVERY, int(budget_s / per_call / 4))),
+                    lead_s=_Reps.lead_for(host_s))
         t_begin = bound.pc()
         r = 0
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
@@ -476,7 +479,7 @@ class Worker:
             null_drains = rec.null_drains(int(b["null_reps"]))
         body = {"times_ms": rec.times, "drain_ms": rec.drains, "synced_ms": rec.synced, "null_drain_ms": null_drains,
                 "order": rec.order, "unseen_pairs": rec.pairs, "non_tensor": rec.non_tensor,
-                "warmup_calls": i, "first_sets": sorted(rec.first), **rec.verdicts()}
+                "warmup_calls": i, "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, **rec.verdicts()}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):
@@ -597,11 +600,13 @@ class _Reps:
 
     SYNC_EVERY = 32
     OUTPUTS_HELD_BYTES = 1 << 30
+    LEAD_MAX_S = 2e-3
 
-    def __init__(self, worker: Worker, sync_every: int = SYNC_EVERY):
+    def __init__(self, worker: Worker, sync_every: int = SYNC_EVERY, lead_s: float = 0.0):
         self.w = worker
         self.cuda = worker.device.type == "cuda"
         self.sync_every = sync_every
+        self.lead_s = lead_s if self.cuda else 0.0
         self.first: dict[int, torch.Tensor] = {}
         self.times, self.order = [], []
         self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
@@ -629,10 +634,27 @@ class _Reps:
             bound.zero_(w.flush_buf)
         return inputs
 
-    def _call_between(self, s: int, start, end):
-        """One call on set `s` between two events on the caller's stream (CUDA)."""
+    @classmethod
+    def lead_for(cls, host_s: list[float]) -> float:
+        """How long the device must still be busy when a rep's start event is queued: longer than
+        the host takes to launch the call (its warm-up calls, 90th percentile, with a margin), so
+        that the start event completes only once the call's work is already queued behind it. The
+        L2 flush gives some of that (~70 us on an H200); a slow launch path, a busy host or a
+        sandbox would otherwise put launch latency inside the window, and make the time depend
+        on the host's speed (do_bench relies on the flush alone)."""
+        if not host_s:
+            return 0.0
+        p90 = sorted(host_s)[int(0.9 * (len(host_s) - 1))]
+        return min(1.25 * p90 + 10e-6, cls.LEAD_MAX_S)
+
+    def _call_between(self, s: int, start, end, lead: bool = True):
+        """One call on set `s` between two events on the caller's stream (CUDA), the device kept
+        busy (flush, then a spin of `lead_s`) until the call's launch is queued. A drain rep has
+        no spin: work on an unordered stream would finish inside it, unseen by the drain."""
         w, bound = self.w, self.w.bound
         inputs = self._before_call(s)
+        if lead and self.lead_s:
+            w._spin(self.lead_s)
         bound.ev_record(start)
         out = w._run_candidate("timed call", w.fn, *inputs)
         bound.ev_record(end)
@@ -709,7 +731,7 @@ class _Reps:
         sync after the end event completed (work another stream still runs shows there)."""
         bound = self.w.bound
         start, end = self._one
-        out = self._call_between(s, start, end)
+        out = self._call_between(s, start, end, lead=False)
         bound.ev_sync(end)
         t0 = bound.pc()
         bound.cuda_sync()
