@@ -31,7 +31,7 @@ from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks import streams
 from .checks.timers import judge_clock
 from .errors import HarnessError, UsageError
-from .evidence import CallRecord, Evidence
+from .evidence import Evidence
 from .formats import kernelbench
 from .ids import ALL_CHECKS, AUDIT_MODES, UNWAIVABLE, CheckId, parse_check_id
 from .problem import Problem, load_problem, reference64
@@ -113,8 +113,10 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         model = prob.build_model(init, weight_seed)
         values = {k: prob.draw_inputs(key_seeds[k]) for k in keys}
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
+        # Where the checks compare (the judge's own device on a CUDA run: see evidence.py).
+        judged_on = dev if dev.type == "cuda" else torch.device("cpu")
         try:
-            refs64 = {k: reference64(model, values[k], dev).cpu() for k in keys}
+            refs64 = {k: reference64(model, values[k], dev).to(judged_on) for k in keys}
         except (UsageError, HarnessError):
             raise
         except Exception as exc:
@@ -138,7 +140,8 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
 
         ev = Evidence(
             device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
-            flops=flops, bytes_moved=bytes_moved, inputs=values, refs64=refs64,
+            flops=flops, bytes_moved=bytes_moved, refs64=refs64, judged_on=judged_on,
+            inputs={k: [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in v] for k, v in values.items()},
             reference_error=ref_run["error"], poison_words=poison_words,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
@@ -190,10 +193,7 @@ _spares_coming: dict[int, threading.Thread] = {}   # launcher -> the thread endi
 def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
     """A fresh worker: the spare made ready after the last vet on this launcher and device, if
     there is one (its CUDA start-up is then already paid), else a new one."""
-    with _spares_lock:
-        coming = _spares_coming.pop(id(launcher), None)
-    if coming is not None:
-        coming.join()
+    _wait_after_vet(launcher)
     with _spares_lock:
         spare = _spares.pop(id(launcher), None)
     if spare is not None:
@@ -272,6 +272,14 @@ def _after_vet(launcher, ending, dev, flush_bytes: int, prepare_next: bool) -> N
         t = threading.Thread(target=run, args=(before,), daemon=True, name="kernelvet-after-vet")
         _spares_coming[id(launcher)] = t
     t.start()
+
+
+def _wait_after_vet(launcher) -> None:
+    """Until the last vet's worker has ended and its spare is started (see `_after_vet`)."""
+    with _spares_lock:
+        coming = _spares_coming.pop(id(launcher), None)
+    if coming is not None:
+        coming.join()
 
 
 _CLOSE_WAIT_S = 0.2   # a worker's graceful exit (off the clock, but the next vet waits for it); then it is killed
@@ -399,7 +407,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
 
     def call(phase, set_id, **flags):
         msg = record(phase, set_id, w.request("call", {"set": set_id, **flags}, max_blob_bytes=max_blob))
-        ev.calls.append(CallRecord(phase, set_id, set_values[set_id], msg.body, _decode_output(msg)))
+        ev.add_call(phase, set_id, set_values[set_id], msg.body, _decode_output(msg))
 
     def stop_if_failed(after: str) -> bool:
         failed = _early_failure(ev, waived) if settings.early_exit else None
@@ -460,7 +468,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         ev.unseen_pairs = [tuple(p) for p in msg.body.get("unseen_pairs", [])]
         for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
             phase = "unseen" if int(s) in timed_unseen else "timed"
-            ev.calls.append(CallRecord(phase, int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob)))
+            ev.add_call(phase, int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob))
         if CheckId.STREAMS in on:
             _measure_drain_again(w, ev, fresh, settings, max_blob, record)
         ev.reached.add("timing")
@@ -532,7 +540,7 @@ def _ordering_probe(w, ev: Evidence, set_id, max_blob, record) -> dict:
                                                 max_blob_bytes=max_blob))
         body = msg.body
         if msg.tensors:
-            ev.calls.append(CallRecord("probe", set_id, set_id, {}, codec.from_blob(msg.tensors[0])))
+            ev.add_call("probe", set_id, set_id, {}, codec.from_blob(msg.tensors[0]))
         if body.get("conclusive") or body.get("why") == "output is not a tensor":
             break
         sleep_ms = min(sleep_ms * 4, 2000.0)
@@ -578,7 +586,7 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
 
     msg, wall, cpu = bracket({"set": set_id, "n": n})
     if msg.tensors:
-        ev.calls.append(CallRecord("loop", set_id, set_id, {}, codec.from_blob(msg.tensors[0])))
+        ev.add_call("loop", set_id, set_id, {}, codec.from_blob(msg.tensors[0]))
     _, null_wall, null_cpu = bracket({"set": set_id, "n": n, "null": True})
     return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu}
 

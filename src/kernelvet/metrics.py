@@ -25,8 +25,9 @@ def tolerance(dtype: torch.dtype, reference_error: float | None) -> float:
 
 
 def rel_error(out: torch.Tensor, ref64: torch.Tensor) -> float:
-    """||out - ref|| / ||ref|| in float64 (inf when out has non-finite values where ref is finite)."""
-    o = out.to(torch.float64)
+    """||out - ref|| / ||ref|| in float64 (inf when out has non-finite values where ref is finite).
+    Computed where the reference is (each function here: on its last tensor's device)."""
+    o = out.to(ref64.device, torch.float64)
     if not torch.isfinite(o).all() and torch.isfinite(ref64).all():
         return math.inf
     denom = torch.linalg.vector_norm(ref64).item()
@@ -41,7 +42,7 @@ def ulp_stats(out: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> dic
     if not dtype.is_floating_point:
         return {}
     eps = torch.finfo(dtype).eps
-    o = out.to(torch.float64)
+    o = out.to(ref64.device, torch.float64)
     ref = ref64.to(torch.float64)
     floor = max(ref.abs().mean().item() * 1e-3, torch.finfo(dtype).tiny)
     ulps = ((o - ref).abs() / (eps * ref.abs().clamp_min(floor))).flatten()
@@ -50,7 +51,7 @@ def ulp_stats(out: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> dic
         return {"ulp_median": math.inf, "ulp_p99": math.inf}
     if ulps.numel() > 1_000_000:  # quantile has a size limit; a strided sample is plenty
         ulps = ulps[:: ulps.numel() // 1_000_000 + 1]
-    q = torch.quantile(ulps, torch.tensor([0.5, 0.99], dtype=torch.float64))
+    q = torch.quantile(ulps, torch.tensor([0.5, 0.99], dtype=torch.float64, device=ulps.device))
     return {"ulp_median": q[0].item(), "ulp_p99": q[1].item()}
 
 
@@ -58,7 +59,7 @@ def rel_distance(a: torch.Tensor, b: torch.Tensor) -> float:
     """||a - b|| / ||b||, both read as float64; inf when shapes cannot be compared."""
     if a.numel() != b.numel():
         return math.inf
-    a64, b64 = a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64)
+    a64, b64 = a.reshape(-1).to(b.device, torch.float64), b.reshape(-1).to(torch.float64)
     denom = torch.linalg.vector_norm(b64).item()
     diff = torch.nan_to_num(a64 - b64, nan=math.inf)
     num = torch.linalg.vector_norm(diff).item()
@@ -70,6 +71,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.numel() == 0:
         return True
+    a = a.to(b.device)
     if a.dtype == torch.bool:
         return bool(torch.equal(a, b))
     w = INT_OF_WIDTH[a.element_size()]
@@ -81,7 +83,7 @@ def poison_count(out: torch.Tensor, words: tuple[int, ...]) -> int:
     if out.numel() == 0 or out.dtype == torch.bool:
         return 0
     bits = out.contiguous().view(INT_OF_WIDTH[out.element_size()])
-    hit = torch.zeros(bits.shape, dtype=torch.bool)
+    hit = torch.zeros(bits.shape, dtype=torch.bool, device=bits.device)
     for w in words:
         hit |= bits == w
     return int(hit.sum().item())
