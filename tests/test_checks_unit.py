@@ -203,3 +203,12 @@ def test_a_clean_drain_is_not_measured_again():
     w = _TimingWorker()
     _retry(ev, w)
     assert w.asked == [] and "drain_attempts" not in ev.extra
+
+
+def test_every_peak_table_entry_is_reachable_and_a_part_without_one_is_named():
+    """The first substring match wins: no key may be shadowed by an earlier, shorter one."""
+    from kernelvet import devices
+    keys = [k for k, _ in devices._TABLE]
+    for i, key in enumerate(keys):
+        assert devices.peaks({"type": "cuda", "name": f"NVIDIA {key}"}) == devices._TABLE[i][1], key
+    assert devices.peaks({"type": "cuda", "name": "Some Future GPU"}) is None

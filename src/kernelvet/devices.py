@@ -34,14 +34,21 @@ class Peaks:
         return {torch.float16: self.fp16, torch.bfloat16: self.bf16}.get(dtype, self.fp32)
 
 
-# Substring of the device name -> peaks. Order matters: the first match wins.
+# Substring of the device name -> peaks. Order matters: the first match wins (a name that
+# contains another entry's key comes before it: "GH200" before "H200", "H100 PCIe" before "H100").
+# Where a datasheet leaves a figure open the higher reading is used: these are ceilings.
 _TABLE: tuple[tuple[str, Peaks], ...] = (
+    ("GB300", Peaks(80 * T, 1250 * T, 2500 * T, 2500 * T, 5000 * T, 8.0e12, 126 << 20)),
+    ("B300", Peaks(80 * T, 1250 * T, 2500 * T, 2500 * T, 5000 * T, 8.0e12, 126 << 20)),
+    ("GB200", Peaks(90 * T, 1250 * T, 2500 * T, 2500 * T, 5000 * T, 8.0e12, 126 << 20)),
+    ("GH200", Peaks(67 * T, 495 * T, 989 * T, 989 * T, 1979 * T, 4.0e12, 60 << 20)),
     ("H200", Peaks(67 * T, 495 * T, 989 * T, 989 * T, 1979 * T, 4.8e12, 60 << 20)),
     ("H100 PCIe", Peaks(51 * T, 378 * T, 756 * T, 756 * T, 1513 * T, 2.0e12, 50 << 20)),
     ("H100", Peaks(67 * T, 495 * T, 989 * T, 989 * T, 1979 * T, 3.35e12, 50 << 20)),
     ("H20", Peaks(44 * T, 74 * T, 148 * T, 148 * T, 296 * T, 4.0e12, 60 << 20)),
-    ("GH200", Peaks(67 * T, 495 * T, 989 * T, 989 * T, 1979 * T, 4.0e12, 60 << 20)),
     ("B200", Peaks(80 * T, 1100 * T, 2250 * T, 2250 * T, 4500 * T, 8.0e12, 126 << 20)),
+    ("RTX PRO 6000", Peaks(126 * T, 252 * T, 504 * T, 504 * T, 1008 * T, 1.8e12, 128 << 20)),
+    ("RTX 5090", Peaks(105 * T, 105 * T, 210 * T, 210 * T, 420 * T, 1.8e12, 96 << 20)),
     ("A100", Peaks(19.5 * T, 156 * T, 312 * T, 312 * T, None, 2.0e12, 40 << 20)),
     ("A10G", Peaks(31.2 * T, 62.5 * T, 125 * T, 125 * T, None, 0.6e12, 6 << 20)),
     ("L40S", Peaks(91.6 * T, 183 * T, 362 * T, 362 * T, 733 * T, 0.864e12, 96 << 20)),
@@ -51,6 +58,9 @@ _TABLE: tuple[tuple[str, Peaks], ...] = (
     ("RTX 3090", Peaks(35.6 * T, 35.6 * T, 71 * T, 71 * T, None, 0.936e12, 6 << 20)),
     ("V100", Peaks(15.7 * T, 15.7 * T, 125 * T, 125 * T, None, 0.9e12, 6 << 20)),
     ("T4", Peaks(8.1 * T, 8.1 * T, 65 * T, 65 * T, None, 0.32e12, 4 << 20)),
+    ("MI355X", Peaks(157 * T, 157 * T, 2517 * T, 2517 * T, 5033 * T, 8.0e12, 256 << 20)),
+    ("MI350X", Peaks(144 * T, 144 * T, 2307 * T, 2307 * T, 4614 * T, 8.0e12, 256 << 20)),
+    ("MI325X", Peaks(163 * T, 654 * T, 1307 * T, 1307 * T, 2615 * T, 6.0e12, 256 << 20)),
     ("MI300X", Peaks(163 * T, 654 * T, 1307 * T, 1307 * T, 2615 * T, 5.3e12, 256 << 20)),
     ("MI250", Peaks(47.9 * T, 47.9 * T, 383 * T, 383 * T, None, 3.2e12, 16 << 20)),
 )
