@@ -6,10 +6,12 @@
    three medians is compared.
 2. Latency through the Python API with a warm launcher and a warm Triton cache: an honest 256^3
    Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
-3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone.
+3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold and
+   through `kernelvet serve`.
 
-Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,big]
-  (small: 256, 1024 and the softmax; big: 4096 and 8192; --quick leaves out big)
+Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,kernel,big]
+  (small: 256, 1024 and the softmax; big: 4096 and 8192; kernel: the 256^3 GEMM's CUPTI kernel
+  duration beside do_bench and kernelvet; --quick leaves out big)
 """
 
 from __future__ import annotations
@@ -115,8 +117,20 @@ def latency_rows(launcher) -> list[dict]:
     return rows
 
 
+def _start_server(env: dict, sock: str) -> tuple[subprocess.Popen, float]:
+    """`kernelvet serve` on the GPU, and how long it took to listen."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "kernelvet", "serve", "--device", "cuda", "--idle", "600"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    while not os.path.exists(sock) and proc.poll() is None and time.perf_counter() - t0 < 120:
+        time.sleep(0.05)
+    return proc, time.perf_counter() - t0
+
+
 def cli_rows(dest: str) -> list[dict]:
-    env = {**os.environ}
+    import tempfile
+    sock = os.path.join(tempfile.mkdtemp(prefix="kv-bench-"), "serve", "serve.sock")
+    env = {**os.environ, "KERNELVET_SOCKET": sock}   # cold rows: no server listens there yet
     py = sys.executable
     check = [py, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path, "--ref", "matmul", "--device", "cuda",
              "--verbose"]
@@ -136,7 +150,61 @@ def cli_rows(dest: str) -> list[dict]:
                      "start_up": start_up[-1] if start_up else "", "tail": proc.stdout[-1500:]})
         print(start_up[-1] if start_up else "", flush=True)
         print(f"{label}: {statistics.median(walls):.2f} s (rc {proc.returncode})", flush=True)
+    try:
+        rows.append(_served_row(check, env, sock, dest))
+    except Exception as exc:  # noqa: BLE001 - recorded; the cold rows above are kept
+        rows.append({"what": "kernelvet check via kernelvet serve", "wall_s": [], "median_s": float("nan"),
+                     "rc": None, "start_up": f"failed: {exc!r}", "tail": ""})
+    print(f"{rows[-1]['what']}: {rows[-1]['median_s']:.2f} s (rc {rows[-1]['rc']}) {rows[-1]['start_up']}", flush=True)
     return rows
+
+
+def _served_row(check: list, env: dict, sock: str, dest: str) -> dict:
+    server, listen_s = _start_server(env, sock)
+    time.sleep(SPARE_S)
+    walls = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        proc = subprocess.run(check + ["--json", os.path.join(dest, "cli-served-report.json")], env=env,
+                              capture_output=True, text=True)
+        walls.append(time.perf_counter() - t0)
+        time.sleep(SPARE_S)
+    server.terminate()
+    served = [ln for ln in proc.stdout.splitlines() if ln.startswith("served by")]
+    return {"what": f"kernelvet check via kernelvet serve (listening after {listen_s:.1f} s)", "wall_s": walls,
+            "median_s": statistics.median(walls), "rc": proc.returncode,
+            "start_up": served[-1] if served else "", "tail": proc.stdout[-1500:] + proc.stderr[-500:]}
+
+
+def kernel_time_rows(launcher) -> list[dict]:
+    """What the device itself says: the profiler's (CUPTI's) duration of the 256^3 GEMM kernel over
+    200 flushed calls, beside do_bench and kernelvet, three times each, alternating. The two
+    event-based clocks can only be compared against this, not against each other."""
+    m = n = k = 256
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", generator=g)
+    b = torch.randn(k, n, device="cuda", generator=g)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    prob = load_problem("matmul", (m, n, k))
+    cupti, db, kv = [], [], []
+    for _ in range(3):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(200):
+                flush.zero_()
+                kernels.matmul(a, b, ieee=True)
+            torch.cuda.synchronize()
+        durs = [(e.end_ns() - e.start_ns()) / 1e6 for e in prof.profiler.kineto_results.events()
+                if "cuda" in str(e.device_type()).lower() and "matmul_kernel" in e.name()]
+        cupti.append(statistics.median(durs) if durs else float("nan"))
+        db.append(_dobench(lambda: kernels.matmul(a, b, ieee=True)))
+        rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
+        kv.append(rep.timing.median_ms if rep.timing else float("nan"))
+        time.sleep(SPARE_S)
+    row = {"kernel": "triton_gemm_ieee", "shape": [m, n, k], "cupti_kernel_ms": cupti, "do_bench_ms": db,
+           "kernelvet_ms": kv}
+    print(f"256^3 GEMM: CUPTI kernel {[round(x * 1e3, 2) for x in cupti]} us, do_bench "
+          f"{[round(x * 1e3, 2) for x in db]} us, kernelvet {[round(x * 1e3, 2) for x in kv]} us", flush=True)
+    return [row]
 
 
 def table(res: dict) -> str:
@@ -163,6 +231,12 @@ def table(res: dict) -> str:
     for r in res["cli"]:
         out.append(f"| {r['what']} | {r['median_s']:.2f} | {', '.join(f'{w:.2f}' for w in r['wall_s'])} | "
                    f"{r['start_up'].split(': ', 1)[-1]} |")
+    if res.get("kernel_time"):
+        out += ["", "## The 256^3 GEMM's own duration (CUPTI, median of 200 flushed calls) beside the two clocks",
+                "", "| run | CUPTI kernel us | do_bench us | kernelvet us |", "|---|---|---|---|"]
+        r = res["kernel_time"][0]
+        for i, (c, d, k) in enumerate(zip(r["cupti_kernel_ms"], r["do_bench_ms"], r["kernelvet_ms"])):
+            out.append(f"| {i + 1} | {c * 1e3:.2f} | {d * 1e3:.2f} | {k * 1e3:.2f} |")
     return "\n".join(out) + "\n"
 
 
@@ -191,6 +265,9 @@ def main() -> None:
         timing_rows(launcher, timing_cases(False, quick), res["timing"], save)
     if "cli" in parts:
         res["cli"] = cli_rows(dest)
+        save()
+    if "kernel" in parts:
+        res["kernel_time"] = kernel_time_rows(launcher)
         save()
     if "big" in parts:
         timing_rows(launcher, timing_cases(True, quick), res["timing"], save)

@@ -4,6 +4,10 @@ import pytest
 import torch
 
 
+# The CLI asks a `kernelvet serve` first: tests must never reach one the developer left running.
+os.environ["KERNELVET_SOCKET"] = os.path.join(os.path.dirname(__file__), ".no-such-server", "serve.sock")
+
+
 def pytest_collection_modifyitems(config, items):
     """GPU tests run only where CUDA is (the lent H200); elsewhere they are skipped, with the reason."""
     if torch.cuda.is_available():

@@ -1,4 +1,4 @@
-"""`kernelvet check | practice | show`. One dispatch table; formatting lives in render.py.
+"""`kernelvet check | serve | practice | show`. One dispatch table; formatting lives in render.py.
 
 Exit codes: 0 pass, 1 reject, 2 bad usage or bad problem/candidate file, 3 harness error.
 A user mistake prints one line, never a traceback.
@@ -70,6 +70,15 @@ def _parser() -> argparse.ArgumentParser:
                         "passed (default), always, never")
     c.add_argument("--verbose", action="store_true", help="print the phase breakdown and candidate output")
     c.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
+    c.add_argument("--no-server", action="store_true",
+                   help="vet in this process even if a `kernelvet serve` of this version is listening")
+
+    v = sub.add_parser("serve", help="keep a judge running: `kernelvet check` then pays no start-up")
+    v.add_argument("--socket", help="Unix socket path (default: $KERNELVET_SOCKET, else a per-user path)")
+    v.add_argument("--device", default="auto", help="device to keep a worker ready on (default auto)")
+    v.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
+    v.add_argument("--idle", type=_seconds, default=1800.0, metavar="SECONDS",
+                   help="exit after this long without a request (default 1800)")
 
     s = sub.add_parser("show", help="render a JSON report")
     s.add_argument("report")
@@ -89,8 +98,6 @@ def _cmd_check(args) -> int:
         _check_writable(args.json)  # now, not after a vet of minutes whose report would be lost
     t0 = time.monotonic()
     start = _EarlyStart(args.sandbox, args.device)   # the launcher imports torch while we do
-    from . import render
-    from .judge import vet
     from .problem import load_problem
     start.marks["torch imported"] = time.monotonic() - t0
     prob = load_problem(args.ref, args.shape, args.dtype)
@@ -98,9 +105,21 @@ def _cmd_check(args) -> int:
     start.marks["judge's device started"] = time.monotonic() - t0
     launcher = start.result()
     start.marks["vet began"] = time.monotonic() - t0
+    code = vet_and_render(args, prob, launcher, prepare_next=False)
+    if args.verbose:
+        start.marks["vet ended"] = time.monotonic() - t0
+        print("start-up, seconds since kernelvet's main began: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(start.marks.items(), key=lambda kv: kv[1])))
+    return code
+
+
+def vet_and_render(args, prob, launcher, *, prepare_next: bool, console=None) -> int:
+    """`check` once its problem is loaded and its launcher ready (here, or in `kernelvet serve`)."""
+    from . import render
+    from .judge import vet
     try:
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
-                     allow=args.allow, audit=args.audit, launcher=launcher, prepare_next=False)
+                     allow=args.allow, audit=args.audit, launcher=launcher, prepare_next=prepare_next)
     except HarnessError as exc:
         if args.json:  # an `error` verdict is a verdict too: the report says what failed
             _write(args.json, json.dumps({"version": REPORT_VERSION, "verdict": "error", "error": str(exc),
@@ -108,11 +127,7 @@ def _cmd_check(args) -> int:
         raise
     if args.json:
         _write(args.json, report.dumps())
-    render.report(report, verbose=args.verbose)
-    if args.verbose:
-        start.marks["vet ended"] = time.monotonic() - t0
-        print("start-up, seconds since kernelvet's main began: "
-              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(start.marks.items(), key=lambda kv: kv[1])))
+    render.report(report, verbose=args.verbose, console=console)
     return report.verdict.exit_code
 
 
@@ -211,21 +226,40 @@ def _write(path: str, text: str) -> None:
         raise UsageError(f"--json {path}: cannot write: {exc.strerror}") from None
 
 
-COMMANDS = {"check": _cmd_check, "show": _cmd_show, "practice": _cmd_practice}
+def _cmd_serve(args) -> int:
+    from . import server
+    return server.serve(args.socket, device=args.device, sandbox=args.sandbox, idle_s=args.idle)
+
+
+COMMANDS = {"check": _cmd_check, "show": _cmd_show, "practice": _cmd_practice, "serve": _cmd_serve}
 
 
 def main(argv=None) -> int:
-    try:
+    argv = sys.argv[1:] if argv is None else list(argv)
+
+    def run() -> int:
         args = _parser().parse_args(argv)
+        if args.command == "check" and not args.no_server:
+            from . import server
+            code = server.forward(argv)   # a `kernelvet serve` of this version, if one listens
+            if code is not None:
+                return code
         return COMMANDS[args.command](args)
+    return guarded(run, sys.stderr)
+
+
+def guarded(run, err) -> int:
+    """`run()`'s exit code; a user mistake or a harness failure as one line on `err`, never a traceback."""
+    try:
+        return run()
     except UsageError as exc:
-        print(f"kernelvet: error: {exc}", file=sys.stderr)
+        print(f"kernelvet: error: {exc}", file=err)
         return EXIT_USAGE
     except HarnessError as exc:
-        print(f"kernelvet: harness error: {exc}", file=sys.stderr)
+        print(f"kernelvet: harness error: {exc}", file=err)
         return EXIT_HARNESS
     except KeyboardInterrupt:
-        print("kernelvet: interrupted", file=sys.stderr)
+        print("kernelvet: interrupted", file=err)
         return 130
 
 

@@ -129,6 +129,8 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
         t0 = time.monotonic()
         ref_run = _run_reference(w, values, fresh, refs64, settings, prob.path or prob.name)
         phases["reference"] = time.monotonic() - t0
+        if ref_run["spare_start_s"] is not None:
+            phases["worker-device-start"] = ref_run["spare_start_s"]   # not on this vet's clock, unless waited for
         out_dtype = ref_run["dtype"]
 
         poison_rand = rng.getrandbits(64)
@@ -282,7 +284,7 @@ def _wait_after_vet(launcher) -> None:
         coming.join()
 
 
-_CLOSE_WAIT_S = 0.2   # a worker's graceful exit (off the clock, but the next vet waits for it); then it is killed
+_CLOSE_WAIT_S = 0.05   # a worker's graceful exit (off the clock, but a vet right after waits for it); then killed
 
 
 def _mark_not_run(findings: list, ev: Evidence) -> tuple:
@@ -362,9 +364,12 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
 
 def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing, its ops."""
+    spare_start_s = None
     try:
         while w.unread:   # a spare's `prepared`, the `load` sent before the float64 references were computed
-            w.request(None)
+            msg = w.request(None)
+            if msg.type == "prepared":   # how long the spare took to start its device (mostly before this vet)
+                spare_start_s = float(msg.body.get("start_s", 0.0))
         for k in fresh:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
@@ -381,7 +386,8 @@ def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> d
         raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
-    return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops}
+    return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
+            "spare_start_s": spare_start_s}
 
 
 def _early_failure(ev: Evidence, waived) -> str | None:

@@ -1,0 +1,100 @@
+"""`kernelvet serve` and the client in `kernelvet check`: the same verdicts, exit codes and files
+as an in-process vet; a client of other code, or a socket someone else could own, is not served."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kernelvet import practice, server
+
+HONEST = practice.by_name("softmax").path
+CHEAT = practice.by_name("copy_input").path
+
+
+def _env(sock_path):
+    return {**os.environ, "KERNELVET_SOCKET": str(sock_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+def _check(sock_path, *argv, cwd):
+    return subprocess.run([sys.executable, "-m", "kernelvet", "check", *map(str, argv)], env=_env(sock_path),
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A server on a private socket, for the module; stopped (SIGTERM) afterwards."""
+    d = tmp_path_factory.mktemp("serve")
+    path = d / "private" / "serve.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "kernelvet", "serve", "--device", "cpu", "--sandbox", "off",
+                             "--idle", "300"], env=_env(path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() else "slow"
+        time.sleep(0.1)
+    yield path
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert not path.exists()   # the socket is removed on SIGTERM
+
+
+def test_a_served_check_passes_writes_its_json_and_says_where_it_ran(served, tmp_path):
+    proc = _check(served, HONEST, "--ref", "softmax", "--device", "cpu", "--json", "report.json", "--verbose",
+                  cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS" in proc.stdout and "served by kernelvet serve" in proc.stdout
+    report = json.loads((tmp_path / "report.json").read_text())   # relative to the client's directory
+    assert report["verdict"] == "pass" and report["timing"]["median_ms"] > 0
+
+
+def test_a_served_cheat_is_rejected_with_exit_1(served, tmp_path):
+    proc = _check(served, CHEAT, "--ref", "matmul", "--device", "cpu", cwd=tmp_path)
+    assert proc.returncode == 1 and "identity" in proc.stdout
+
+
+def test_a_served_usage_error_is_one_line_with_exit_2(served, tmp_path):
+    proc = _check(served, HONEST, "--ref", "no-such-problem", "--device", "cpu", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("kernelvet: error:") and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_no_server_vets_in_process(served, tmp_path):
+    proc = _check(served, HONEST, "--ref", "softmax", "--device", "cpu", "--no-server", "--verbose", cwd=tmp_path)
+    assert proc.returncode == 0 and "served by" not in proc.stdout and "start-up" in proc.stdout
+
+
+def test_a_client_of_other_code_is_refused_and_the_server_stays_up(served):
+    def ask(req):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(str(served))
+            s.sendall(json.dumps(req).encode() + b"\n")
+            return json.loads(s.makefile("rb").readline())
+    req = {"code": "0" * 32, "argv": ["check", HONEST, "--ref", "softmax"], "cwd": "/", "columns": 80, "color": False}
+    assert "refused" in ask(req)
+    assert "refused" in ask({"argv": "check"})
+    req = {**req, "code": server.code_id(), "argv": ["show", "x.json"]}
+    assert ask(req)["exit"] == 2   # `check` only
+
+
+def test_a_socket_in_a_directory_others_can_enter_is_not_used(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    (shared / "serve.sock").touch()
+    monkeypatch.setenv("KERNELVET_SOCKET", str(shared / "serve.sock"))
+    assert not server.is_private(str(shared))
+    assert server.forward(["check", HONEST, "--ref", "softmax"]) is None
+
+
+def test_an_idle_server_exits_and_removes_its_socket(tmp_path):
+    path = tmp_path / "p" / "serve.sock"
+    proc = subprocess.run([sys.executable, "-m", "kernelvet", "serve", "--device", "cpu", "--sandbox", "off",
+                           "--idle", "1"], env=_env(path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "idle, exiting" in proc.stdout, proc.stdout + proc.stderr
+    assert not path.exists()
