@@ -42,6 +42,7 @@ case "${1:-bench}" in
     pkill -f "[k]ernelvet\.(launcher|practice|worker)" 2>/dev/null
     timeout "$(left 200)" python3 bench/gpu_bench.py "$OUT" --parts=cli,kernel > "$OUT/gpu-bench.log" 2>&1
     echo "bench exit $? after $((SECONDS - START)) s"; tail -14 "$OUT/gpu-bench.log"
+    rm -f "$OUT/gpu-bench.md"   # its table is at the end of the log; at most 8 files come back
     timeout "$(left 0)" python3 -m kernelvet practice "${@:2}" --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; grep -E "^[0-9]+/[0-9]+ |cheats rejected" "$OUT/practice-cuda.txt" ;;
