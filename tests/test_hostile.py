@@ -14,16 +14,9 @@ from kernelvet import judge, sandbox, spawn, vet
 from kernelvet.ids import CheckId
 from kernelvet.report import Status, Verdict
 
-HEADER = "import os, sys, time, ctypes\nimport torch\nfrom torch import nn\n"
-HONEST = """
-class ModelNew(nn.Module):
-    def forward(self, A, B):
-        out = torch.zeros(A.shape[0], B.shape[1])
-        for k in range(0, A.shape[1], 32):
-            out += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
-        {hostile}
-        return out
-"""
+from .candidates import MATMUL_HEADER, honest_matmul
+
+HEADER = "import os, sys, time, ctypes\n" + MATMUL_HEADER
 MEM_LIMIT = 3 << 30     # a memory hog must hit this, not the machine's RAM
 
 
@@ -42,8 +35,7 @@ def candidate(write):
 
     def make(hostile: str, at_import: str = "") -> tuple[str, str]:
         name = f"ctypes.CDLL(None).prctl(15, {tag.encode()!r}, 0, 0, 0)\n"   # PR_SET_NAME
-        body = HONEST.replace("{hostile}", hostile.replace("\n", "\n        "))
-        return write(f"{tag}.py", HEADER + name + at_import + body), tag
+        return write(f"{tag}.py", HEADER + name + at_import + honest_matmul(hostile)), tag
     return make
 
 

@@ -17,6 +17,11 @@ class _CudaLike:
         return "cpu"
 
 
+def _start_spare_soon(launcher) -> None:
+    """What a vet's end does for the next vet when it has no worker of its own to end."""
+    judge._after_vet(launcher, None, _CudaLike(), 0, prepare_next=True)
+
+
 def _spare_pid(launcher) -> int:
     judge._spares_coming[id(launcher)].join()
     return judge._spares[id(launcher)][0].pid
@@ -35,7 +40,7 @@ def _taken(launcher, flush_bytes=0):
 
 def test_a_spare_started_on_a_thread_is_taken_once_and_in_step():
     launcher = spawn.shared_launcher()
-    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    _start_spare_soon(launcher)
     pid = _spare_pid(launcher)
     with _taken(launcher) as w:
         assert w.pid == pid
@@ -49,7 +54,7 @@ def test_a_spare_started_on_a_thread_is_taken_once_and_in_step():
 
 def test_the_next_vet_waits_for_a_spare_still_being_started():
     launcher = spawn.shared_launcher()
-    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    _start_spare_soon(launcher)
     coming = judge._spares_coming[id(launcher)]
     with _taken(launcher) as w:   # at once: it must join the thread, then take what it made
         assert not coming.is_alive() and id(launcher) not in judge._spares
@@ -58,7 +63,7 @@ def test_the_next_vet_waits_for_a_spare_still_being_started():
 
 def test_a_spare_with_a_smaller_flush_buffer_is_not_used():
     launcher = spawn.shared_launcher()
-    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    _start_spare_soon(launcher)
     pid = _spare_pid(launcher)
     with _taken(launcher, flush_bytes=1 << 40) as w:
         assert w.pid != pid and id(launcher) not in judge._spares
@@ -67,7 +72,7 @@ def test_a_spare_with_a_smaller_flush_buffer_is_not_used():
 
 def test_a_spare_that_died_is_replaced():
     launcher = spawn.shared_launcher()
-    judge._prepare_spare_soon(launcher, _CudaLike(), 0)
+    _start_spare_soon(launcher)
     pid = _spare_pid(launcher)
     spare = judge._spares[id(launcher)][0]
     spare.request(None)

@@ -10,15 +10,9 @@ from kernelvet import spawn, vet
 from kernelvet.ids import CheckId
 from kernelvet.report import Status, Verdict
 
-MATMUL_HEADER = "import torch\nfrom torch import nn\n"
-HONEST_BODY = """
-class ModelNew(nn.Module):
-    def forward(self, A, B):
-        out = torch.zeros(A.shape[0], B.shape[1])
-        for k in range(0, A.shape[1], 32):
-            out += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
-        return out
-"""
+from .candidates import MATMUL_HEADER, honest_matmul
+
+HONEST_BODY = honest_matmul()
 
 
 def _worker_finding(report):

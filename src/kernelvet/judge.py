@@ -242,11 +242,6 @@ def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
         old[0].cleanup()
 
 
-def _prepare_spare_soon(launcher, dev, flush_bytes: int) -> None:
-    """`_prepare_spare` on a thread (see `_after_vet`)."""
-    _after_vet(launcher, None, dev, flush_bytes, True)
-
-
 def _after_vet(launcher, ending, dev, flush_bytes: int, prepare_next: bool) -> None:
     """Off the vet's clock, on a thread: the next vet's worker starts (CUDA), and the worker that
     served this vet ends. The vet returns its report now; the next vet waits for the thread
@@ -510,14 +505,18 @@ def _measure_drain_again(w, ev: Evidence, fresh, settings: Settings, max_blob, r
     attempts = []
     while streams.drain_says_hidden(ev.timing) and len(attempts) < 2:
         attempts.append({k: ev.timing.get(k) for k in ("drain_ms", "null_drain_ms", "synced_ms")})
-        msg = record("timing", None, w.request("time", _time_body(fresh, settings, budget_ms=settings.budget_ms / 2),
-                                               max_blob_bytes=max_blob))
-        body = dict(msg.body)
+        body = dict(_time_again(w, fresh, settings, max_blob, record).body)
         for k in ("mismatches", "overruns", "non_tensor"):
             body[k] = max(int(body.get(k, 0)), int(ev.timing.get(k, 0)))
         ev.timing = body
     if attempts:
         ev.extra["drain_attempts"] = attempts
+
+
+def _time_again(w, fresh, settings: Settings, max_blob, record, null_reps=None):
+    """A re-measurement, when a clock disagreed with another: the seen sets again, on half the budget."""
+    return record("timing", None, w.request("time", _time_body(fresh, settings, budget_ms=settings.budget_ms / 2,
+                                                               null_reps=null_reps), max_blob_bytes=max_blob))
 
 
 def _audit_wanted(ev: Evidence, audit: str, waived) -> bool:
@@ -561,9 +560,7 @@ def _judge_clock_attempts(w, ev: Evidence, fresh, settings: Settings, max_blob, 
     for i in range(3):
         times = ev.timing["times_ms"]
         if i:
-            msg = record("timing", None, w.request("time", _time_body(fresh, settings, budget_ms=settings.budget_ms / 2,
-                                                                       null_reps=0), max_blob_bytes=max_blob))
-            times = msg.body["times_ms"]
+            times = _time_again(w, fresh, settings, max_blob, record, null_reps=0).body["times_ms"]
             reported = statistics.median(times)
         attempt = {**_judge_clocked_loop(w, ev, fresh[1], reported, settings, max_blob, record), "reported_ms": reported,
                    "times_ms": list(times)}

@@ -317,15 +317,20 @@ class WorkerHandle:
         except OSError:
             pass   # the worker is gone: reading the answer says how it ended
 
+    def _peek(self) -> bytes | None:
+        """The next byte waiting on the socket, left there: None if nothing is waiting, b"" at end
+        of file (a broken socket reads as its end)."""
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            return b""
+
     def _unsolicited(self) -> bool:
         """Bytes already waiting after a whole reply: the worker never sends unasked. (End of file
         is not data: a worker that exits now is reported by the next request, with its status.)"""
-        try:
-            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError:
-            return False
+        return bool(self._peek())
 
     def _budget_text(self, deadline: float) -> str:
         return "time limit" if deadline >= self.deadline else "request's time limit"
@@ -362,12 +367,7 @@ class WorkerHandle:
 
     def gone(self) -> bool:
         """Its end of the socket is closed (it exited): seen without blocking or reading data."""
-        try:
-            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError:
-            return True
+        return self._peek() == b""
 
     def kill(self) -> None:
         try:
