@@ -6,8 +6,8 @@
 #                                  (split by pattern across calls if need be; bench/practice_merge.py
 #                                  joins the JSON files and gives the whole run's verdict)
 #   bench/gpu_session.sh verify [PATTERN ...]   after a change: the GPU tests outside the corpus
-#                                  matrix, the bench's CLI and kernel-time rows, then practice for
-#                                  the patterns given, each given what is left of 580 s
+#                                  matrix, then practice for the patterns given (the matrix's checks),
+#                                  each given what is left of 580 s
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
@@ -36,13 +36,10 @@ case "${1:-bench}" in
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $?"; tail -60 "$OUT/practice-cuda.txt" ;;
   verify)
-    timeout "$(left 330)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py \
+    timeout "$(left 250)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py \
       -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
     echo "tests exit $? after $((SECONDS - START)) s"; tail -16 "$OUT/gpu-tests.log"
     pkill -f "[k]ernelvet\.(launcher|practice|worker)" 2>/dev/null
-    timeout "$(left 200)" python3 bench/gpu_bench.py "$OUT" --parts=cli,kernel > "$OUT/gpu-bench.log" 2>&1
-    echo "bench exit $? after $((SECONDS - START)) s"; tail -14 "$OUT/gpu-bench.log"
-    rm -f "$OUT/gpu-bench.md"   # its table is at the end of the log; at most 8 files come back
     timeout "$(left 0)" python3 -m kernelvet practice "${@:2}" --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; grep -E "^[0-9]+/[0-9]+ |cheats rejected" "$OUT/practice-cuda.txt" ;;

@@ -212,3 +212,23 @@ def test_every_peak_table_entry_is_reachable_and_a_part_without_one_is_named():
     for i, key in enumerate(keys):
         assert devices.peaks({"type": "cuda", "name": f"NVIDIA {key}"}) == devices._TABLE[i][1], key
     assert devices.peaks({"type": "cuda", "name": "Some Future GPU"}) is None
+
+
+def test_evidence_is_freed_without_the_cycle_collector():
+    """The checks memoise on the evidence (bound methods included): nothing of that may refer back
+    to it, or every output and reference it holds (device memory, on a CUDA run) would outlive the
+    vet until Python's cycle collector happened to run."""
+    import gc
+    import weakref
+    ev = _ev(device="cpu")
+    for k in (1, 2, 3):
+        ev.add_call("fresh", k, k, {}, ev.refs64[k].float())
+    evaluate_all(ev, set())
+    assert ev._memo   # the checks did memoise
+    gone = weakref.ref(ev)
+    gc.disable()
+    try:
+        del ev
+        assert gone() is None
+    finally:
+        gc.enable()

@@ -471,3 +471,16 @@ def test_a_problem_that_fails_on_its_own_inputs_is_an_error_verdict_in_the_json(
     assert code == 3
     data = json.loads(out.read_text())
     assert data["verdict"] == "error" and "reference bug" in data["error"]
+
+
+def test_the_command_leaves_no_launcher_directory_behind(tmp_path):
+    """`python -m kernelvet` ends without the interpreter's teardown (cli.entry), but after the
+    exit handlers: the launcher is stopped and its directory removed, and stdout is all there."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "KERNELVET_SOCKET": str(tmp_path / "none" / "s.sock")}
+    proc = subprocess.run([sys.executable, "-m", "kernelvet", "check", HONEST_SOFTMAX, "--ref", "softmax",
+                           "--device", "cpu", "--sandbox", "off", "--json", str(tmp_path / "r.json")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS" in proc.stdout and proc.stdout.rstrip().splitlines()[-1].startswith("seed ")
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "pass"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("kernelvet-")]

@@ -63,3 +63,14 @@ def test_audit_auto_is_a_second_tier():
     honest = vet_entry(by_name("triton_gemm_ieee"), "cuda")
     assert honest.finding(CheckId.KERNEL_AUDIT).status is Status.PASS
     assert "audit" in honest.phases_s
+
+
+def test_judge_gives_device_memory_back():
+    """The judge compares on the device (references, inputs, outputs); once the report is out that
+    memory goes back to the device, not to the judge's allocator cache, where the next candidate's
+    worker could not have it."""
+    import torch
+
+    vet_entry(by_name("triton_gemm_ieee"), "cuda", problem=load_problem("matmul", (4096, 4096, 4096)),
+              audit="never")
+    assert torch.cuda.memory_reserved() < 64 << 20, torch.cuda.memory_summary()

@@ -98,3 +98,27 @@ def test_an_idle_server_exits_and_removes_its_socket(tmp_path):
                            "--idle", "1"], env=_env(path), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "idle, exiting" in proc.stdout, proc.stdout + proc.stderr
     assert not path.exists()
+
+
+def test_check_serve_starts_a_server_that_serves_the_next_check(tmp_path):
+    path = tmp_path / "auto" / "serve.sock"
+    first = _check(path, HONEST, "--ref", "softmax", "--device", "cpu", "--sandbox", "off", "--serve", cwd=tmp_path)
+    assert first.returncode == 0 and "started kernelvet serve in the background" in first.stderr, first.stderr
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        assert time.monotonic() < deadline, (path.parent / "serve.log").read_text()
+        time.sleep(0.1)
+    second = _check(path, HONEST, "--ref", "softmax", "--device", "cpu", "--serve", "--verbose", cwd=tmp_path)
+    pid = int(second.stdout.split("kernelvet serve (pid ")[1].split(")")[0])
+    try:
+        assert second.returncode == 0 and "started" not in second.stderr, second.stderr
+        # a second server on the same socket is refused while the first lives
+        again = subprocess.run([sys.executable, "-m", "kernelvet", "serve", "--device", "cpu", "--sandbox", "off"],
+                               env=_env(path), capture_output=True, text=True, timeout=120)
+        assert again.returncode == 2 and "already listens" in again.stderr, again.stderr
+    finally:
+        os.kill(pid, 15)
+    deadline = time.monotonic() + 30
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not path.exists()

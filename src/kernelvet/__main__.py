@@ -1,7 +1,5 @@
 """`python -m kernelvet ...`, the same as the `kernelvet` command."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -72,7 +72,9 @@ class Evidence:
     def memo(self, fn, *tensors):
         """fn(*tensors), computed once per run: the checks are evaluated again after each stage of
         the plan (early exit), over the same outputs, which never change once recorded."""
-        key = (fn, *map(id, tensors))
+        # A bound method keyed by its function: held in our own memo it would hold us (a cycle,
+        # and the device memory of every tensor here kept until the collector runs).
+        key = (getattr(fn, "__func__", fn), *map(id, tensors))
         if key not in self._memo:
             self._memo[key] = (fn(*tensors), tensors)   # the tensors kept: their ids stay theirs
         return self._memo[key][0]

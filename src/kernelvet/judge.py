@@ -69,6 +69,18 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     check passed (0.06-0.09 s per vet on an H200), `always`, or `never`.
     `prepare_next`: on CUDA, start the next vet's worker as this one ends (its CUDA start-up is
     then off the next vet's clock); a one-off vet (the CLI) has no next."""
+    try:
+        return _vet(candidate, problem, device=device, seed=seed, timeout=timeout, allow=allow,
+                    settings=settings, launcher=launcher, audit=audit, prepare_next=prepare_next)
+    finally:
+        if torch.cuda.is_initialized():
+            # The references, inputs and outputs the judge compared on the device are garbage now;
+            # the allocator's cache would keep their memory from the next candidate's worker.
+            torch.cuda.empty_cache()
+
+
+def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | None, timeout: float, allow,
+         settings: Settings | None, launcher: spawn.Launcher | None, audit: str, prepare_next: bool) -> Report:
     settings = settings or Settings()
     if settings.fresh_sets < 3:
         raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")

@@ -17,6 +17,7 @@ own uid (SO_PEERCRED).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -25,6 +26,7 @@ import signal
 import socket
 import stat
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -100,6 +102,23 @@ def forward(argv: list[str]) -> int | None:
     return reply["exit"]
 
 
+def start_background(*, device: str, sandbox: str) -> str:
+    """`kernelvet serve` for this device and sandbox mode, detached from this process (its own
+    session: it outlives this command and stops after its idle time); its output goes to a log
+    beside its socket. Returns the log's path."""
+    path = socket_path()
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if not is_private(directory):
+        raise UsageError(f"{path}: its directory must be yours and private (mode 0700)")
+    log = os.path.join(directory, "serve.log")
+    with open(log, "ab") as fh:
+        subprocess.Popen([sys.executable, "-m", "kernelvet", "serve", "--socket", path, "--device", device,
+                          "--sandbox", sandbox], stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                         start_new_session=True, close_fds=True)
+    return log
+
+
 def _terminal_columns() -> int:
     import shutil
     return shutil.get_terminal_size((100, 24)).columns
@@ -112,6 +131,14 @@ def serve(given_path: str | None, *, device: str, sandbox: str, idle_s: float) -
     os.makedirs(directory, mode=0o700, exist_ok=True)
     if not is_private(directory):
         raise UsageError(f"--socket {path}: its directory must be yours and private (mode 0700)")
+    # One server per socket, for as long as it lives: two started at once (`check --serve` from two
+    # shells) would otherwise both bind, the second unlinking the first's socket.
+    lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock)
+        raise UsageError(f"a kernelvet server already listens on {path} (or is starting)") from None
     if _listening(path):
         raise UsageError(f"a kernelvet server already listens on {path}")
     if os.path.exists(path):

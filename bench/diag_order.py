@@ -1,0 +1,106 @@
+"""Session diagnostic (H200): why kernelvet and do_bench disagree at 256^3 (a ~13 us kernel).
+
+Two suspects, each measured in one process, alternating, several rounds:
+  - the rep's order: do_bench queues flush -> start -> call -> end; kernelvet queued
+    flush -> spin (the launch lead) -> start -> call -> end, so its call starts after the flush's
+    writes have settled. Variants: flush-start, flush-spin-start, spin-flush-start, with our flush
+    size and do_bench's 256 MB.
+  - the device's clock after idle: do_bench right after 2 s of idle (as the bench ran it), and
+    right after 0.3 s of device work.
+kernelvet's own vet (fork, audit never) is read in each round too.
+Usage: python bench/diag_order.py OUT.json
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+import triton
+
+import kernelvet
+from kernelvet import devices, load_problem, spawn
+from kernelvet.practice import by_name, kernels
+
+REPS, SYNC_EVERY = 600, 32
+
+
+def busy(seconds: float) -> None:
+    t = time.perf_counter()
+    x = torch.randn(2048, 2048, device="cuda")
+    while time.perf_counter() - t < seconds:
+        x @ x
+    torch.cuda.synchronize()
+
+
+def queued(fn, flush, order: str, lead_cycles: int) -> float:
+    """Median of REPS event-timed calls, queued like kernelvet's reps (a sync every SYNC_EVERY)."""
+    times, pending = [], []
+    for i in range(REPS):
+        st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for step in order.split("-"):
+            if step == "flush":
+                flush.zero_()
+            elif step == "spin":
+                torch.cuda._sleep(lead_cycles)
+        st.record()
+        fn()
+        en.record()
+        pending.append((st, en))
+        if len(pending) >= SYNC_EVERY or i == REPS - 1:
+            en.synchronize()
+            times += [s.elapsed_time(e) for s, e in pending]
+            pending.clear()
+    return statistics.median(times)
+
+
+def main() -> None:
+    dest = sys.argv[1]
+    n = 256
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(n, n, device="cuda", generator=g)
+    b = torch.randn(n, n, device="cuda", generator=g)
+    fn = lambda: kernels.matmul(a, b, ieee=True)   # noqa: E731
+    pk = devices.peaks(devices.describe(torch.device("cuda")))
+    ours = torch.empty(int(2 * pk.l2_bytes), dtype=torch.uint8, device="cuda")
+    theirs = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    clock_khz = torch.cuda.get_device_properties(0).clock_rate
+    host = []
+    for _ in range(50):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        host.append(time.perf_counter() - t)
+    lead_s = min(1.25 * sorted(host)[44] + 10e-6, 2e-3)
+    lead_cycles = int(lead_s * clock_khz * 1e3)
+    launcher = spawn.shared_launcher()
+    prob = load_problem("matmul", (n, n, n))
+    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+           "l2_bytes": pk.l2_bytes, "lead_us": lead_s * 1e6, "host_launch_us_median": statistics.median(host) * 1e6,
+           "rounds": []}
+    for r in range(5):
+        row = {}
+        time.sleep(2.0)
+        row["do_bench_after_idle"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+        busy(0.3)
+        row["do_bench_after_busy"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+        for label, flush in (("ours", ours), ("256MB", theirs)):
+            for order in ("flush", "flush-spin", "spin-flush"):
+                row[f"{order}/{label}"] = queued(fn, flush, order, lead_cycles)
+        rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
+        row["kernelvet"] = rep.timing.median_ms if rep.timing else None
+        row["kernelvet_lead_ms"] = rep.timing.lead_ms if rep.timing and hasattr(rep.timing, "lead_ms") else None
+        row["do_bench_after_vet"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+        res["rounds"].append(row)
+        print(r, " ".join(f"{k}={v * 1e3:.2f}" for k, v in row.items() if isinstance(v, float)), flush=True)
+    keys = [k for k in res["rounds"][0] if isinstance(res["rounds"][0][k], float)]
+    res["median_us"] = {k: statistics.median(x[k] for x in res["rounds"] if x[k] is not None) * 1e3 for k in keys}
+    print(json.dumps(res["median_us"], indent=1))
+    with open(dest, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Session diagnostic (H200): where a spare worker's device start-up (`worker-device-start`,
+~1.1 s in session 5) goes. The parent imports what the launcher imports and freezes its heap; each
+child, forked as the launcher forks a worker, times the steps of `Worker._do_prepare` one by one.
+Usage: python bench/diag_start.py OUT.json
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import triton  # noqa: F401
+
+import kernelvet.worker
+from kernelvet import warm
+
+STEPS = ("cuda context", "flush buffer 256 MB", "cublas float32", "cublas bfloat16", "triton first kernel",
+         "synchronize")
+
+
+def child(w: int) -> None:
+    marks, t = {}, time.perf_counter()
+
+    def mark(name):
+        nonlocal t
+        torch.cuda.synchronize()
+        now = time.perf_counter()
+        marks[name], t = now - t, now
+
+    torch.zeros(1, device="cuda")
+    mark("cuda context")
+    torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    mark("flush buffer 256 MB")
+    for dtype, name in ((torch.float32, "cublas float32"), (torch.bfloat16, "cublas bfloat16")):
+        a = torch.ones(16, 16, device="cuda", dtype=dtype)
+        torch.mm(a, a)
+        mark(name)
+    x = torch.ones(64, device="cuda")
+    warm._scale[(1,)](x, torch.empty_like(x), 64, BLOCK=64)
+    mark("triton first kernel")
+    torch.cuda.synchronize()
+    mark("synchronize")
+    os.write(w, json.dumps(marks).encode())
+    os._exit(0)
+
+
+def main() -> None:
+    with kernelvet.worker._AtenTrace():
+        torch.zeros(1) + 1
+    gc.collect()
+    gc.freeze()
+    runs = []
+    for _ in range(4):
+        r, w = os.pipe()
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            child(w)
+        os.close(w)
+        data = b""
+        while chunk := os.read(r, 1 << 16):
+            data += chunk
+        os.waitpid(pid, 0)
+        marks = json.loads(data)
+        marks["fork to exit"] = time.perf_counter() - t0
+        runs.append(marks)
+        print(" ".join(f"{k}={v:.3f}" for k, v in marks.items()), flush=True)
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    print("median", json.dumps(med))
+    with open(sys.argv[1], "w") as fh:
+        json.dump({"runs": runs, "median_s": med, "torch": torch.__version__}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
