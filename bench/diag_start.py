@@ -1,7 +1,8 @@
 """Session diagnostic (H200): where a spare worker's device start-up (`worker-device-start`,
 ~1.1 s in session 5) goes. The parent imports what the launcher imports and freezes its heap; each
 child, forked as the launcher forks a worker, times the steps of `Worker._do_prepare` one by one.
-Usage: python bench/diag_start.py OUT.json
+Usage: python bench/diag_start.py OUT.json [--pre [--pre-driver]]   (pre_triton() in the parent:
+  what the launcher pays, and with --pre-driver Triton's driver object too)
 """
 from __future__ import annotations
 
@@ -48,9 +49,43 @@ def child(w: int) -> None:
     os._exit(0)
 
 
+def pre_triton() -> dict:
+    """What of Triton's first kernel call can be paid before the fork without starting CUDA: the
+    hash of its installation (launcher._hash_triton), its driver object (NVML answers torch's
+    is_available: no cuInit) and its compiler's modules."""
+    done = {}
+    from kernelvet import launcher
+    t = time.perf_counter()
+    launcher._hash_triton()
+    done["triton_key"] = time.perf_counter() - t
+    if "--pre-driver" not in sys.argv:
+        return done
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    t = time.perf_counter()
+    try:
+        from triton.runtime import driver
+        driver.active.get_current_stream   # noqa: B018 - creates the driver (loads its cuda_utils)
+        done["driver"] = time.perf_counter() - t
+    except Exception as exc:  # noqa: BLE001
+        done["driver"] = repr(exc)
+    t = time.perf_counter()
+    try:
+        import triton.compiler.compiler  # noqa: F401
+        from triton.backends import backends
+        for b in backends.values():
+            b.compiler   # noqa: B018
+        done["compiler"] = time.perf_counter() - t
+    except Exception as exc:  # noqa: BLE001
+        done["compiler"] = repr(exc)
+    done["cuda_initialized"] = torch.cuda.is_initialized()
+    return done
+
+
 def main() -> None:
     with kernelvet.worker._AtenTrace():
         torch.zeros(1) + 1
+    pre = pre_triton() if "--pre" in sys.argv else None
+    print("pre", pre, flush=True)
     gc.collect()
     gc.freeze()
     runs = []
@@ -73,7 +108,7 @@ def main() -> None:
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print("median", json.dumps(med))
     with open(sys.argv[1], "w") as fh:
-        json.dump({"runs": runs, "median_s": med, "torch": torch.__version__}, fh, indent=1)
+        json.dump({"runs": runs, "median_s": med, "pre": pre, "torch": torch.__version__}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 1. Timing: kernelvet's reported median against `triton.testing.do_bench` for honest Triton
    float32 GEMMs (IEEE dot) at 256, 1024, 4096, 8192, a Triton softmax, and the torch reference,
    three alternating runs each (do_bench, kernelvet, do_bench, ...); the median of each side's
-   three medians is compared.
+   three medians is compared. Each do_bench run also records the host's pace between its timed
+   calls: a run whose host was slower per rep than the device (its flush + the kernel) made the
+   device wait for each launch, and has launch latency inside its windows (host-bound, in the table).
 2. Latency through the Python API with a warm launcher and a warm Triton cache: an honest 256^3
    Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
 3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold and
@@ -39,6 +41,37 @@ def _dobench(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
+def _dobench_paced(fn) -> tuple[float, float]:
+    """do_bench's median, and the host's median interval between its timed calls (stamped in fn).
+    do_bench's only lead is its L2 flush: when the host's pace per rep is slower than the device's
+    (flush + kernel), the device drains its queue and launch latency lands inside the window
+    (session 6, call 3, 256^3: host intervals of 81-99 us against a 64 us flush and a 10 us kernel
+    read 15-28 us; 54-55 us read 12.7-13.3)."""
+    stamps = []
+
+    def stamped():
+        stamps.append(time.perf_counter())
+        fn()
+
+    times = triton.testing.do_bench(stamped, warmup=25, rep=100, return_mode="all")
+    n = len(times)
+    gaps = [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
+    return statistics.median(times), statistics.median(gaps)
+
+
+def _flush_us() -> float:
+    """Device time of do_bench's own flush (its 256 MB zero_), in us."""
+    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cache.zero_()
+    st.record()
+    for _ in range(20):
+        cache.zero_()
+    en.record()
+    en.synchronize()
+    return st.elapsed_time(en) / 20 * 1e3
+
+
 def timing_cases(big: bool, quick: bool) -> list[tuple]:
     """Launch-bound sizes and the softmax first; 4096 and 8192 (long vets) last."""
     if not big:
@@ -60,9 +93,12 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
             x = torch.randn(*shape, device="cuda", generator=g)
             cand = lambda: kernels.softmax(x)                     # noqa: E731
             ref = lambda: torch.softmax(x, dim=-1)                # noqa: E731
-        db_c, db_r, kv_c, kv_r, walls = [], [], [], [], []
+        db_c, db_r, kv_c, kv_r, walls, gaps = [], [], [], [], [], []
+        flush_us = _flush_us()
         for _ in range(3):
-            db_c.append(_dobench(cand))
+            ms, gap = _dobench_paced(cand)
+            db_c.append(ms)
+            gaps.append(gap)
             db_r.append(_dobench(ref))
             t0 = time.perf_counter()
             rep = kernelvet.vet(by_name(name).path, prob, device="cuda", launcher=launcher, audit="never")
@@ -81,14 +117,18 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
                "do_bench_ms": statistics.median(db_c), "kernelvet_ms": statistics.median(kv_c),
                "do_bench_ref_ms": statistics.median(db_r), "kernelvet_ref_ms": statistics.median(kv_r),
                "runs": {"do_bench": db_c, "kernelvet": kv_c, "do_bench_ref": db_r, "kernelvet_ref": kv_r},
-               "vet_wall_s": walls}
+               "vet_wall_s": walls, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us,
+               # do_bench runs whose host was slower per rep than the device (flush + kernel): the
+               # device waited for the launches, so launch latency fell inside the windows
+               "do_bench_host_bound": sum(g > flush_us + 1e3 * statistics.median(kv_c) for g in gaps)}
         row["ratio"] = row["kernelvet_ms"] / row["do_bench_ms"]
         row["ref_ratio"] = row["kernelvet_ref_ms"] / row["do_bench_ref_ms"]
         rows.append(row)
         save()
         print(f"{name} {shape}: do_bench {row['do_bench_ms']:.4f} ms, kernelvet {row['kernelvet_ms']:.4f} ms "
               f"({row['ratio']:.3f}); torch ref {row['do_bench_ref_ms']:.4f} vs {row['kernelvet_ref_ms']:.4f} "
-              f"({row['ref_ratio']:.3f})", flush=True)
+              f"({row['ref_ratio']:.3f}); do_bench host pace {[round(g) for g in gaps]} us against a "
+              f"{flush_us:.0f} us flush", flush=True)
     return rows
 
 
@@ -187,8 +227,11 @@ def kernel_time_rows(launcher) -> list[dict]:
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     prob = load_problem("matmul", (m, n, k))
     cupti, db, kv = [], [], []
+    gaps, flush_us = [], _flush_us()
     for _ in range(3):
-        db.append(_dobench(lambda: kernels.matmul(a, b, ieee=True)))
+        ms, gap = _dobench_paced(lambda: kernels.matmul(a, b, ieee=True))
+        db.append(ms)
+        gaps.append(gap)
         rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
         kv.append(rep.timing.median_ms if rep.timing else float("nan"))
         time.sleep(SPARE_S)
@@ -204,7 +247,7 @@ def kernel_time_rows(launcher) -> list[dict]:
                 if "cuda" in str(e.device_type()).lower() and "matmul_kernel" in e.name()]
         cupti.append(statistics.median(durs) if durs else float("nan"))
     row = {"kernel": "triton_gemm_ieee", "shape": [m, n, k], "cupti_kernel_ms": cupti, "do_bench_ms": db,
-           "kernelvet_ms": kv}
+           "kernelvet_ms": kv, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us}
     print(f"256^3 GEMM: CUPTI kernel {[round(x * 1e3, 2) for x in cupti]} us, do_bench "
           f"{[round(x * 1e3, 2) for x in db]} us, kernelvet {[round(x * 1e3, 2) for x in kv]} us", flush=True)
     return [row]
@@ -214,15 +257,16 @@ def table(res: dict) -> str:
     out = [f"# kernelvet on {res['device']} ({res['date']})", "",
            f"torch {res['torch']}, Triton {res['triton']}, Python {res['python']}", "",
            "## Timing: kernelvet vs triton.testing.do_bench (median of three alternating runs)", "",
-           "| kernel | shape | do_bench ms | kernelvet ms | ratio | torch ref do_bench ms | kernelvet ref ms | ratio |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| kernel | shape | do_bench ms | kernelvet ms | ratio | torch ref do_bench ms | kernelvet ref ms | ratio "
+           "| do_bench runs host-bound |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in res["timing"]:
         if "rejected" in r:
             out.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | rejected: {'; '.join(r['rejected'])} |")
             continue
         out.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | {r['do_bench_ms']:.4f} | "
                    f"{r['kernelvet_ms']:.4f} | {r['ratio']:.3f} | {r['do_bench_ref_ms']:.4f} | "
-                   f"{r['kernelvet_ref_ms']:.4f} | {r['ref_ratio']:.3f} |")
+                   f"{r['kernelvet_ref_ms']:.4f} | {r['ref_ratio']:.3f} | {r.get('do_bench_host_bound', '-')} of 3 |")
     out += ["", "## Latency through the Python API (warm launcher, warm Triton cache)", "",
             "| candidate | audit | spacing | wall s | verdict | failed | phases |", "|---|---|---|---|---|---|---|"]
     for r in res["latency"]:
@@ -236,10 +280,13 @@ def table(res: dict) -> str:
                    f"{r['start_up'].split(': ', 1)[-1]} |")
     if res.get("kernel_time"):
         out += ["", "## The 256^3 GEMM's own duration (CUPTI, median of 200 flushed calls) beside the two clocks",
-                "", "| run | CUPTI kernel us | do_bench us | kernelvet us |", "|---|---|---|---|"]
+                "", "| run | CUPTI kernel us | do_bench us | do_bench host pace us | kernelvet us |",
+                "|---|---|---|---|---|"]
         r = res["kernel_time"][0]
-        for i, (c, d, k) in enumerate(zip(r["cupti_kernel_ms"], r["do_bench_ms"], r["kernelvet_ms"])):
-            out.append(f"| {i + 1} | {c * 1e3:.2f} | {d * 1e3:.2f} | {k * 1e3:.2f} |")
+        for i, (c, d, g, k) in enumerate(zip(r["cupti_kernel_ms"], r["do_bench_ms"], r["do_bench_host_gap_us"],
+                                             r["kernelvet_ms"])):
+            out.append(f"| {i + 1} | {c * 1e3:.2f} | {d * 1e3:.2f} | {g:.0f} (flush {r['do_bench_flush_us']:.0f}) "
+                       f"| {k * 1e3:.2f} |")
     return "\n".join(out) + "\n"
 
 

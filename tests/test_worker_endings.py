@@ -90,3 +90,13 @@ def test_bad_waivers_are_usage_errors(allow):
     e = by_name("broadcast_matmul")
     with pytest.raises(UsageError):
         vet(e.path, e.problem_ref, device="cpu", allow=allow)
+
+
+def test_a_worker_starts_with_tritons_installation_hash_paid(write):
+    """The launcher hashes Triton's installation before it forks (0.3-0.4 s that each worker's first
+    kernel would otherwise pay); a worker finds the answer cached."""
+    pytest.importorskip("triton")
+    body = honest_matmul("import triton.runtime.cache as c\nprint('KEYS', c.triton_key.cache_info().currsize, flush=True)")
+    report = vet(write("key.py", MATMUL_HEADER + body), "matmul", device="cpu")
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert "KEYS 1" in report.candidate_output, report.candidate_output

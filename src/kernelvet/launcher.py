@@ -25,6 +25,7 @@ launcher did to it, if anything.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import select
@@ -95,12 +96,24 @@ class _Job:
         return None
 
 
+def _hash_triton() -> None:
+    """Triton keys its kernel cache on a hash of its own installation, libtriton (~500 MB)
+    included: 0.3-0.4 s the first time a process compiles or loads a kernel, then cached in that
+    process. Pay it here, once, for every worker forked after (file reads only: no CUDA)."""
+    for name in ("triton.runtime.cache", "triton.compiler.compiler"):   # where Triton 3.x keeps it
+        key = getattr(importlib.import_module(name), "triton_key", None)
+        if key is not None:
+            key()
+            return
+
+
 def serve(ctl_fd: int) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     # Paid once here, not per candidate. Triton is optional.
     import torch  # noqa: F401
     try:
         import triton  # noqa: F401
+        _hash_triton()
     except Exception:  # noqa: BLE001 - a broken triton install must not stop CPU vets
         pass
     import kernelvet.worker
