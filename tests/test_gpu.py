@@ -58,7 +58,7 @@ def test_kernel_audit_witnesses_hidden_work(name, hidden, shape):
 
 def test_audit_auto_is_a_second_tier():
     """`auto` traces only candidates every other check passed: a cheap reject pays no profiler."""
-    cheat = vet_entry(by_name("hidden_stream"), "cuda")
+    cheat = vet_entry(by_name("unordered_stream"), "cuda")   # the probe, a cheap check, rejects it
     assert cheat.finding(CheckId.KERNEL_AUDIT).status is Status.SKIP
     honest = vet_entry(by_name("triton_gemm_ieee"), "cuda")
     assert honest.finding(CheckId.KERNEL_AUDIT).status is Status.PASS

@@ -71,6 +71,10 @@ def _honest(name, problem, devices):
 
 CORPUS: tuple[Entry, ...] = (
     _cheat("hidden_stream", 1, "matmul", ("cuda",), C.STREAMS),
+    _cheat("unordered_stream", 1, "matmul", ("cuda",), C.STREAMS,
+           note="not ordered even after the caller's own earlier work: when its GEMM runs before the paint "
+                "the caller queued ahead of a timed call, the paint overwrites it, and unwritten-output and "
+                "determinism fire too"),
     _cheat("background_thread", 2, "matmul", BOTH, C.THREADS,
            note="the thread's work lands after the clock stopped, so the timed outputs are wrong or "
                 "unwritten too, and the judge's clock sees threads piling up"),

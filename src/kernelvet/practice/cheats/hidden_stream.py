@@ -1,11 +1,16 @@
-"""Pattern 1 (streams): hide the work on another stream.
+"""Pattern 1 (streams): hide the work on another stream, carefully.
 
 Mechanism: launch the real (honest, IEEE) Triton GEMM on a private stream and return the output
-before that stream has done anything. Events recorded on the caller's stream do not wait for it.
-Why a naive bench believes it: its events only see the caller's stream (1.3 us "per GEMM"), and
-by the time it compares, the private stream has finished: the product is eventually right.
-Which check kills it: `streams`: a device-wide synchronize after the caller's end event takes the
-hidden GEMM's time (calibrated against a no-call drain), far more than half the event time.
+at once. The private stream first waits for the caller's stream (the inputs are ready, and no
+work the caller queued earlier can land on the output after it): once anyone synchronises the
+device, every output is right. The caller's stream never waits for the private one, so events
+recorded on it do not see the GEMM.
+Why a naive bench believes it: its events only see the caller's stream (~2 us "per GEMM"), and by
+the time it compares, the private stream has finished: the product is right.
+Which check kills it: `streams`, and only it: the device-wide drain after the caller's end event
+takes the hidden GEMM's time (calibrated against a no-call drain), and the kernel audit's trace
+shows the GEMM ending after the caller's end marker. Its outputs are right, so nothing else can.
+(`unordered_stream.py` is the careless version, which skips the first wait.)
 """
 
 import torch
@@ -23,6 +28,7 @@ class ModelNew(nn.Module):
         if self.private is None:
             self.private = torch.cuda.Stream(device=A.device)
         out = torch.empty(A.shape[0], B.shape[1], dtype=torch.float32, device=A.device)
+        self.private.wait_stream(torch.cuda.current_stream(A.device))
         with torch.cuda.stream(self.private):
             kernels.matmul(A, B, out)
         return out
