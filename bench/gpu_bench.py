@@ -93,7 +93,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
             x = torch.randn(*shape, device="cuda", generator=g)
             cand = lambda: kernels.softmax(x)                     # noqa: E731
             ref = lambda: torch.softmax(x, dim=-1)                # noqa: E731
-        db_c, db_r, kv_c, kv_r, walls, gaps = [], [], [], [], [], []
+        db_c, db_r, kv_c, kv_r, walls, gaps, phases = [], [], [], [], [], [], []
         flush_us = _flush_us()
         for _ in range(3):
             ms, gap = _dobench_paced(cand)
@@ -103,6 +103,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
             t0 = time.perf_counter()
             rep = kernelvet.vet(by_name(name).path, prob, device="cuda", launcher=launcher, audit="never")
             walls.append(time.perf_counter() - t0)
+            phases.append(rep.phases_s)
             time.sleep(SPARE_S)   # the next vet's worker starts CUDA now: not while do_bench runs
             if rep.verdict.value != "pass" or rep.timing is None:   # recorded, not a crash of the whole bench
                 rows.append({"kernel": name, "shape": list(shape), "rejected": [f.summary for f in rep.failed]})
@@ -117,7 +118,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
                "do_bench_ms": statistics.median(db_c), "kernelvet_ms": statistics.median(kv_c),
                "do_bench_ref_ms": statistics.median(db_r), "kernelvet_ref_ms": statistics.median(kv_r),
                "runs": {"do_bench": db_c, "kernelvet": kv_c, "do_bench_ref": db_r, "kernelvet_ref": kv_r},
-               "vet_wall_s": walls, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us,
+               "vet_wall_s": walls, "vet_phases_s": phases, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us,
                # do_bench runs whose host was slower per rep than the device (flush + kernel): the
                # device waited for the launches, so launch latency fell inside the windows
                "do_bench_host_bound": sum(g > flush_us + 1e3 * statistics.median(kv_c) for g in gaps)}
