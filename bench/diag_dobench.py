@@ -21,17 +21,7 @@ import kernelvet
 from kernelvet import load_problem, spawn
 from kernelvet.practice import by_name, kernels
 
-
-def flush_us() -> float:
-    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cache.zero_()
-    st.record()
-    for _ in range(20):
-        cache.zero_()
-    en.record()
-    en.synchronize()
-    return st.elapsed_time(en) / 20 * 1e3
+from gpu_bench import _flush_us as flush_us   # bench/ is this script's directory
 
 
 def one_run(a, b) -> dict:
