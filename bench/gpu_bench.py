@@ -12,6 +12,7 @@
    through `kernelvet serve`.
 
 Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,kernel,big]
+       python bench/gpu_bench.py --table OUT_DIR/gpu-bench.json   (the table again, from its results)
   (small: 256, 1024 and the softmax; big: 4096 and 8192; kernel: the 256^3 GEMM's CUPTI kernel
   duration beside do_bench and kernelvet; --quick leaves out big)
 """
@@ -57,6 +58,14 @@ def _dobench_paced(fn) -> tuple[float, float]:
     n = len(times)
     gaps = [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
     return statistics.median(times), statistics.median(gaps)
+
+
+def _paced_by_device(db_ms: list, gaps_us: list, flush_us: float, kv_ms: list) -> list:
+    """The do_bench runs that were not host-bound: the host launched faster than the device ran
+    each rep (flush + the kernel, kernelvet's median standing for the kernel). In the others the
+    device waited for each launch, so launch latency fell inside the windows."""
+    kernel_us = 1e3 * statistics.median(kv_ms)
+    return [ms for ms, gap in zip(db_ms, gaps_us) if gap <= flush_us + kernel_us]
 
 
 def _flush_us() -> float:
@@ -119,9 +128,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
                "do_bench_ref_ms": statistics.median(db_r), "kernelvet_ref_ms": statistics.median(kv_r),
                "runs": {"do_bench": db_c, "kernelvet": kv_c, "do_bench_ref": db_r, "kernelvet_ref": kv_r},
                "vet_wall_s": walls, "vet_phases_s": phases, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us,
-               # do_bench runs whose host was slower per rep than the device (flush + kernel): the
-               # device waited for the launches, so launch latency fell inside the windows
-               "do_bench_host_bound": sum(g > flush_us + 1e3 * statistics.median(kv_c) for g in gaps)}
+               "do_bench_host_bound": len(db_c) - len(_paced_by_device(db_c, gaps, flush_us, kv_c))}
         row["ratio"] = row["kernelvet_ms"] / row["do_bench_ms"]
         row["ref_ratio"] = row["kernelvet_ref_ms"] / row["do_bench_ref_ms"]
         rows.append(row)
@@ -254,20 +261,30 @@ def kernel_time_rows(launcher) -> list[dict]:
     return [row]
 
 
+def _host_bound_cells(r: dict) -> str:
+    """'N of 3 | ratio of kernelvet's median to the median of do_bench's runs that were not'."""
+    if "do_bench_host_gap_us" not in r:
+        return "- | -"
+    db = r["runs"]["do_bench"]
+    clean = _paced_by_device(db, r["do_bench_host_gap_us"], r["do_bench_flush_us"], r["runs"]["kernelvet"])
+    ratio = f"{r['kernelvet_ms'] / statistics.median(clean):.3f}" if clean else "-"
+    return f"{len(db) - len(clean)} of {len(db)} | {ratio}"
+
+
 def table(res: dict) -> str:
     out = [f"# kernelvet on {res['device']} ({res['date']})", "",
            f"torch {res['torch']}, Triton {res['triton']}, Python {res['python']}", "",
            "## Timing: kernelvet vs triton.testing.do_bench (median of three alternating runs)", "",
            "| kernel | shape | do_bench ms | kernelvet ms | ratio | torch ref do_bench ms | kernelvet ref ms | ratio "
-           "| do_bench runs host-bound |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| do_bench runs host-bound | ratio to the others |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["timing"]:
         if "rejected" in r:
             out.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | rejected: {'; '.join(r['rejected'])} |")
             continue
         out.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | {r['do_bench_ms']:.4f} | "
                    f"{r['kernelvet_ms']:.4f} | {r['ratio']:.3f} | {r['do_bench_ref_ms']:.4f} | "
-                   f"{r['kernelvet_ref_ms']:.4f} | {r['ref_ratio']:.3f} | {r.get('do_bench_host_bound', '-')} of 3 |")
+                   f"{r['kernelvet_ref_ms']:.4f} | {r['ref_ratio']:.3f} | {_host_bound_cells(r)} |")
     out += ["", "## Latency through the Python API (warm launcher, warm Triton cache)", "",
             "| candidate | audit | spacing | wall s | verdict | failed | phases |", "|---|---|---|---|---|---|---|"]
     for r in res["latency"]:
@@ -284,14 +301,18 @@ def table(res: dict) -> str:
                 "", "| run | CUPTI kernel us | do_bench us | do_bench host pace us | kernelvet us |",
                 "|---|---|---|---|---|"]
         r = res["kernel_time"][0]
-        for i, (c, d, g, k) in enumerate(zip(r["cupti_kernel_ms"], r["do_bench_ms"], r["do_bench_host_gap_us"],
-                                             r["kernelvet_ms"])):
-            out.append(f"| {i + 1} | {c * 1e3:.2f} | {d * 1e3:.2f} | {g:.0f} (flush {r['do_bench_flush_us']:.0f}) "
-                       f"| {k * 1e3:.2f} |")
+        paces = [f"{g:.0f} (flush {r['do_bench_flush_us']:.0f})" for g in r["do_bench_host_gap_us"]] \
+            if "do_bench_host_gap_us" in r else ["-"] * len(r["do_bench_ms"])   # not recorded before session 6
+        for i, (c, d, g, k) in enumerate(zip(r["cupti_kernel_ms"], r["do_bench_ms"], paces, r["kernelvet_ms"])):
+            out.append(f"| {i + 1} | {c * 1e3:.2f} | {d * 1e3:.2f} | {g} | {k * 1e3:.2f} |")
     return "\n".join(out) + "\n"
 
 
 def main() -> None:
+    if sys.argv[1] == "--table":   # the table again, from a results file (what it adds is derived)
+        with open(sys.argv[2]) as fh:
+            print(table(json.load(fh)), end="")
+        return
     dest = sys.argv[1]
     quick = "--quick" in sys.argv
     parts = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--parts=")),
