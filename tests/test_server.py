@@ -122,3 +122,17 @@ def test_check_serve_starts_a_server_that_serves_the_next_check(tmp_path):
     while path.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not path.exists()
+
+
+def test_serve_starts_nothing_where_a_server_of_other_code_listens(tmp_path, monkeypatch):
+    """`check --serve` after a refusal: the socket is taken (by a server of other code, here a bare
+    listener), so no second server is started; it would only fail on the lock."""
+    d = tmp_path / "other"
+    d.mkdir(mode=0o700)
+    path = d / "serve.sock"
+    monkeypatch.setenv("KERNELVET_SOCKET", str(path))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+        other.bind(str(path))
+        other.listen(1)
+        assert server.start_background(device="cpu", sandbox="off") is None
+    assert not (d / "serve.log").exists()

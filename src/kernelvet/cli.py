@@ -249,9 +249,11 @@ def main(argv=None) -> int:
             code = server.forward(argv)   # a `kernelvet serve` of this version, if one listens
             if code is not None:
                 return code
-            if args.serve:   # none: start one for the checks after this one, and vet here
+            if args.serve:   # none of this code: start one for the checks after this one, and vet here
                 log = server.start_background(device=args.device, sandbox=args.sandbox)
-                print(f"kernelvet: started kernelvet serve in the background (log: {log})", file=sys.stderr)
+                print(f"kernelvet: started kernelvet serve in the background (log: {log})" if log else
+                      "kernelvet: a kernelvet serve of other code listens (it stops when idle); vetting here",
+                      file=sys.stderr)
         return COMMANDS[args.command](args)
     return guarded(run, sys.stderr)
 

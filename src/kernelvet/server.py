@@ -102,15 +102,14 @@ def forward(argv: list[str]) -> int | None:
     return reply["exit"]
 
 
-def start_background(*, device: str, sandbox: str) -> str:
+def start_background(*, device: str, sandbox: str) -> str | None:
     """`kernelvet serve` for this device and sandbox mode, detached from this process (its own
     session: it outlives this command and stops after its idle time); its output goes to a log
-    beside its socket. Returns the log's path."""
+    beside its socket. Returns the log's path; None if a server (of other code) listens there."""
     path = socket_path()
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    if not is_private(directory):
-        raise UsageError(f"{path}: its directory must be yours and private (mode 0700)")
+    directory = _private_dir(path)
+    if _listening(path):
+        return None
     log = os.path.join(directory, "serve.log")
     with open(log, "ab") as fh:
         subprocess.Popen([sys.executable, "-m", "kernelvet", "serve", "--socket", path, "--device", device,
@@ -127,10 +126,7 @@ def _terminal_columns() -> int:
 def serve(given_path: str | None, *, device: str, sandbox: str, idle_s: float) -> int:
     """Listen until `idle_s` pass without a request (or SIGTERM / Ctrl-C); one request at a time."""
     path = socket_path(given_path)
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    if not is_private(directory):
-        raise UsageError(f"--socket {path}: its directory must be yours and private (mode 0700)")
+    _private_dir(path)
     # One server per socket, for as long as it lives: two started at once (`check --serve` from two
     # shells) would otherwise both bind, the second unlinking the first's socket.
     lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
@@ -171,6 +167,15 @@ def serve(given_path: str | None, *, device: str, sandbox: str, idle_s: float) -
             os.unlink(path)
         except OSError:
             pass
+
+
+def _private_dir(path: str) -> str:
+    """The socket's directory, made if need be (0700); UsageError if it is not ours alone."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if not is_private(directory):
+        raise UsageError(f"{path}: its directory must be yours and private (mode 0700)")
+    return directory
 
 
 def _listening(path: str) -> bool:
