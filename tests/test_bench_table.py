@@ -1,0 +1,40 @@
+"""bench/gpu_bench.py's derived numbers: which do_bench runs were host-bound, and the ratio to the
+others (issue 4's results tables are rendered from recorded runs by this code)."""
+
+import importlib.util
+import os
+
+import pytest
+
+pytest.importorskip("triton")
+_spec = importlib.util.spec_from_file_location(
+    "gpu_bench", os.path.join(os.path.dirname(__file__), os.pardir, "bench", "gpu_bench.py"))
+gpu_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_bench)
+
+
+def _row(do_bench_us, gaps_us, kernelvet_us, flush_us=61.5):
+    ms = lambda xs: [x / 1e3 for x in xs]   # noqa: E731
+    return {"kernel": "triton_gemm_ieee", "shape": [256, 256, 256],
+            "do_bench_ms": sorted(ms(do_bench_us))[1], "kernelvet_ms": sorted(ms(kernelvet_us))[1],
+            "do_bench_ref_ms": 0.0119, "kernelvet_ref_ms": 0.0116, "ratio": 0.0, "ref_ratio": 0.0,
+            "runs": {"do_bench": ms(do_bench_us), "kernelvet": ms(kernelvet_us)},
+            "do_bench_host_gap_us": gaps_us, "do_bench_flush_us": flush_us}
+
+
+def test_a_run_paced_slower_than_flush_plus_kernel_is_host_bound():
+    # session 6, call 6: paces 87 and 84 us against 61.5 + 12.9 us; 70 us is not
+    r = _row([17.70, 15.55, 12.99], [87, 84, 70], [12.22, 12.86, 12.86])
+    assert gpu_bench._paced_by_device(r["runs"]["do_bench"], r["do_bench_host_gap_us"], 61.5,
+                                      r["runs"]["kernelvet"]) == [12.99 / 1e3]
+    assert gpu_bench._host_bound_cells(r) == "2 of 3 | 0.990"
+
+
+def test_no_clean_run_and_no_recorded_pace_say_so():
+    assert gpu_bench._host_bound_cells(_row([17.7, 15.6, 16.0], [90, 95, 99], [12.2, 12.9, 12.9])) == "3 of 3 | -"
+    old = _row([12.9, 13.3, 12.7], [0, 0, 0], [12.3, 12.9, 12.8])
+    del old["do_bench_host_gap_us"]
+    assert gpu_bench._host_bound_cells(old) == "- | -"
+    table = gpu_bench.table({"device": "H200", "date": "d", "torch": "t", "triton": "x", "python": "p",
+                             "timing": [old], "latency": [], "cli": []})
+    assert "| - | - |" in table
