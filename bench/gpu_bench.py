@@ -11,14 +11,16 @@
 3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold and
    through `kernelvet serve`.
 
-Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,kernel,big]
+Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,kernel,big] [--pin=CPU]
        python bench/gpu_bench.py --table OUT_DIR/gpu-bench.json   (the table again, from its results)
   (small: 256, 1024 and the softmax; big: 4096 and 8192; kernel: the 256^3 GEMM's CUPTI kernel
-  duration beside do_bench and kernelvet; --quick leaves out big)
+  duration beside do_bench and kernelvet; --quick leaves out big; --pin=CPU holds the thread that
+  runs do_bench to that core while it runs, an experiment for steadier host pacing)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -38,8 +40,28 @@ SOFTMAX = (4096, 4096)
 SPARE_S = 2.0   # after a vet, its successor's worker has started CUDA and its libraries by then
 
 
+PIN_CPU: int | None = None   # --pin=N: do_bench's thread on core N while it runs (see _pinned)
+
+
+@contextlib.contextmanager
+def _pinned():
+    """do_bench's host pace decides whether its windows hold launch latency (_dobench_paced); an
+    experiment for steadier pacing: the calling thread held to one core while do_bench runs
+    (Linux affinity is per thread; the launcher, its workers and the CLI runs are left alone)."""
+    if PIN_CPU is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {PIN_CPU})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def _dobench(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+    with _pinned():
+        return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
 def _dobench_paced(fn) -> tuple[float, float]:
@@ -54,7 +76,8 @@ def _dobench_paced(fn) -> tuple[float, float]:
         stamps.append(time.perf_counter())
         fn()
 
-    times = triton.testing.do_bench(stamped, warmup=25, rep=100, return_mode="all")
+    with _pinned():
+        times = triton.testing.do_bench(stamped, warmup=25, rep=100, return_mode="all")
     n = len(times)
     gaps = [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
     return statistics.median(times), statistics.median(gaps)
@@ -313,14 +336,17 @@ def main() -> None:
         with open(sys.argv[2]) as fh:
             print(table(json.load(fh)), end="")
         return
+    global PIN_CPU
     dest = sys.argv[1]
     quick = "--quick" in sys.argv
+    PIN_CPU = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--pin=")), None)
     parts = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--parts=")),
                  ["latency", "small", "cli", "big"])
     os.makedirs(dest, exist_ok=True)
     import platform
     res = {"device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
+           "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+           "do_bench_pinned_cpu": PIN_CPU}
     t0 = time.perf_counter()
     launcher = spawn.shared_launcher()
     res["launcher_start_s"] = time.perf_counter() - t0

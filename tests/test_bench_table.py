@@ -38,3 +38,12 @@ def test_no_clean_run_and_no_recorded_pace_say_so():
     table = gpu_bench.table({"device": "H200", "date": "d", "torch": "t", "triton": "x", "python": "p",
                              "timing": [old], "latency": [], "cli": []})
     assert "| - | - |" in table
+
+
+def test_pinning_holds_only_inside_and_restores_the_affinity(monkeypatch):
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    monkeypatch.setattr(gpu_bench, "PIN_CPU", core)
+    with gpu_bench._pinned():
+        assert os.sched_getaffinity(0) == {core}
+    assert os.sched_getaffinity(0) == before
