@@ -34,7 +34,7 @@ def served(tmp_path_factory):
                              "--idle", "300"], env=_env(path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     deadline = time.monotonic() + 120
-    while not path.exists():
+    while _server_pid(path) is None:   # listening, not only bound
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() else "slow"
         time.sleep(0.1)
     yield path
@@ -100,24 +100,38 @@ def test_an_idle_server_exits_and_removes_its_socket(tmp_path):
     assert not path.exists()
 
 
+def _server_pid(path) -> int | None:
+    """The pid of whatever listens on `path` (SO_PEERCRED), None if nothing does."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(str(path))
+            return server._PEERCRED.unpack(s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         server._PEERCRED.size))[0]
+    except OSError:
+        return None
+
+
 def test_check_serve_starts_a_server_that_serves_the_next_check(tmp_path):
     path = tmp_path / "auto" / "serve.sock"
-    first = _check(path, HONEST, "--ref", "softmax", "--device", "cpu", "--sandbox", "off", "--serve", cwd=tmp_path)
-    assert first.returncode == 0 and "started kernelvet serve in the background" in first.stderr, first.stderr
-    deadline = time.monotonic() + 120
-    while not path.exists():
-        assert time.monotonic() < deadline, (path.parent / "serve.log").read_text()
-        time.sleep(0.1)
-    second = _check(path, HONEST, "--ref", "softmax", "--device", "cpu", "--serve", "--verbose", cwd=tmp_path)
-    pid = int(second.stdout.split("kernelvet serve (pid ")[1].split(")")[0])
     try:
+        first = _check(path, HONEST, "--ref", "softmax", "--device", "cpu", "--sandbox", "off", "--serve",
+                       cwd=tmp_path)
+        assert first.returncode == 0 and "started kernelvet serve in the background" in first.stderr, first.stderr
+        deadline = time.monotonic() + 120
+        while _server_pid(path) is None:
+            assert time.monotonic() < deadline, (path.parent / "serve.log").read_text()
+            time.sleep(0.1)
+        second = _check(path, HONEST, "--ref", "softmax", "--device", "cpu", "--serve", "--verbose", cwd=tmp_path)
         assert second.returncode == 0 and "started" not in second.stderr, second.stderr
+        assert f"kernelvet serve (pid {_server_pid(path)})" in second.stdout
         # a second server on the same socket is refused while the first lives
         again = subprocess.run([sys.executable, "-m", "kernelvet", "serve", "--device", "cpu", "--sandbox", "off"],
                                env=_env(path), capture_output=True, text=True, timeout=120)
         assert again.returncode == 2 and "already listens" in again.stderr, again.stderr
-    finally:
-        os.kill(pid, 15)
+    finally:   # the detached server, whatever failed above
+        pid = _server_pid(path)
+        if pid is not None:
+            os.kill(pid, 15)
     deadline = time.monotonic() + 30
     while path.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
