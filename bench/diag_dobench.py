@@ -15,25 +15,17 @@ import sys
 import time
 
 import torch
-import triton
 
 import kernelvet
 from kernelvet import load_problem, spawn
 from kernelvet.practice import by_name, kernels
 
-from gpu_bench import _flush_us as flush_us   # bench/ is this script's directory
+from gpu_bench import _dobench_stamped as dobench_stamped, _flush_us as flush_us   # bench/ is this script's directory
 
 
 def one_run(a, b) -> dict:
-    stamps = []
-
-    def fn():
-        stamps.append(time.perf_counter())
-        kernels.matmul(a, b, ieee=True)
-
-    times = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all")
+    times, gaps = dobench_stamped(lambda: kernels.matmul(a, b, ieee=True))
     n = len(times)
-    gaps = [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
     us = sorted(t * 1e3 for t in times)
     return {"median_us": statistics.median(us), "p10_us": us[len(us) // 10], "p90_us": us[9 * len(us) // 10],
             "reps": n, "over_15us": sum(t > 15 for t in us) / n,

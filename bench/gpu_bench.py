@@ -64,12 +64,12 @@ def _dobench(fn) -> float:
         return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def _dobench_paced(fn) -> tuple[float, float]:
-    """do_bench's median, and the host's median interval between its timed calls (stamped in fn).
-    do_bench's only lead is its L2 flush: when the host's pace per rep is slower than the device's
-    (flush + kernel), the device drains its queue and launch latency lands inside the window
-    (session 6, call 3, 256^3: host intervals of 81-99 us against a 64 us flush and a 10 us kernel
-    read 15-28 us; 54-55 us read 12.7-13.3)."""
+def _dobench_stamped(fn) -> tuple[list[float], list[float]]:
+    """do_bench's per-rep times (ms), and the host's intervals between its timed calls (us, stamped
+    in fn). do_bench's only lead is its L2 flush: when the host's pace per rep is slower than the
+    device's (flush + kernel), the device drains its queue and launch latency lands inside the
+    window (session 6, call 3, 256^3: host intervals of 84-99 us against a 64 us flush and a 10 us
+    kernel read 15-28 us; 54-55 us read 12.7-13.3)."""
     stamps = []
 
     def stamped():
@@ -79,7 +79,12 @@ def _dobench_paced(fn) -> tuple[float, float]:
     with _pinned():
         times = triton.testing.do_bench(stamped, warmup=25, rep=100, return_mode="all")
     n = len(times)
-    gaps = [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
+    return times, [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
+
+
+def _dobench_paced(fn) -> tuple[float, float]:
+    """do_bench's median, and the host's median interval between its timed calls (_dobench_stamped)."""
+    times, gaps = _dobench_stamped(fn)
     return statistics.median(times), statistics.median(gaps)
 
 
