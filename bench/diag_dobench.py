@@ -6,10 +6,14 @@ host's pace per rep (flush launch + event + the Triton launch + event) is slower
 launched: launch latency lands inside the window. Each run records do_bench's per-rep times
 (return_mode="all") and the host's interval between the timed calls (stamped inside fn).
 Usage: python bench/diag_dobench.py OUT.json
+       python bench/diag_dobench.py --sweep OUT.json   (session 7: do_bench's host pace with its
+         thread on one core, for several cores and unpinned, before any kernelvet process exists
+         and again after a vet: is the slow pace the host's, and does pinning steady it?)
 """
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -20,7 +24,8 @@ import kernelvet
 from kernelvet import load_problem, spawn
 from kernelvet.practice import by_name, kernels
 
-from gpu_bench import _dobench_stamped as dobench_stamped, _flush_us as flush_us   # bench/ is this script's directory
+import gpu_bench   # bench/ is this script's directory
+from gpu_bench import _dobench_stamped as dobench_stamped, _flush_us as flush_us
 
 
 def one_run(a, b) -> dict:
@@ -32,7 +37,48 @@ def one_run(a, b) -> dict:
             "host_gap_median_us": statistics.median(gaps), "host_gap_p90_us": sorted(gaps)[9 * len(gaps) // 10]}
 
 
+def sweep(a, b, label: str, rounds: int) -> list[dict]:
+    """Two stamped do_bench runs per core per round, unpinned (None) first; cores spread over the
+    machine's affinity set."""
+    cpus = sorted(os.sched_getaffinity(0))
+    cores = [None] + cpus[:: max(1, len(cpus) // 6)][:6]
+    rows = []
+    for r in range(rounds):
+        for c in cores:
+            gpu_bench.PIN_CPU = c
+            for _ in range(2):
+                row = {"when": label, "round": r, "core": c, **one_run(a, b)}
+                rows.append(row)
+                print(label, r, f"core={c}", f"median_us={row['median_us']:.2f}",
+                      f"host_gap_median_us={row['host_gap_median_us']:.1f}", f"over_15us={row['over_15us']:.2f}",
+                      flush=True)
+    gpu_bench.PIN_CPU = None
+    return rows
+
+
+def main_sweep(out: str) -> None:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(256, 256, device="cuda", generator=g)
+    b = torch.randn(256, 256, device="cuda", generator=g)
+    kernels.matmul(a, b, ieee=True)
+    res = {"flush_us": flush_us(), "cpus": len(os.sched_getaffinity(0)), "runs": []}
+    print("flush us", round(res["flush_us"], 1), "cpus", res["cpus"], flush=True)
+    res["runs"] += sweep(a, b, "no-kernelvet", 3)
+    launcher = spawn.shared_launcher()
+    prob = load_problem("matmul", (256, 256, 256))
+    rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
+    res["kernelvet_us"] = rep.timing.median_ms * 1e3 if rep.timing else None
+    print("kernelvet us", res["kernelvet_us"], flush=True)
+    time.sleep(2.0)
+    res["runs"] += sweep(a, b, "after-vet", 2)
+    with open(out, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
 def main() -> None:
+    if sys.argv[1] == "--sweep":
+        main_sweep(sys.argv[2])
+        return
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(256, 256, device="cuda", generator=g)
     b = torch.randn(256, 256, device="cuda", generator=g)

@@ -732,10 +732,7 @@ class _Reps:
         bound = self.w.bound
         start, end = self._one
         out = self._call_between(s, start, end, lead=False)
-        bound.ev_sync(end)
-        t0 = bound.pc()
-        bound.cuda_sync()
-        self.drains.append((bound.pc() - t0) * 1e3)
+        self.drains.append(self._drain_after(end))
         self.synced.append(bound.ev_elapsed(start, end))
         self._check_guards(s)
         self._verify(s, out)
@@ -747,11 +744,16 @@ class _Reps:
             bound.zero_(self.w.flush_buf)
             bound.ev_record(start)
             bound.ev_record(end)
-            bound.ev_sync(end)
-            t0 = bound.pc()
-            bound.cuda_sync()
-            out.append((bound.pc() - t0) * 1e3)
+            out.append(self._drain_after(end))
         return out
+
+    def _drain_after(self, end) -> float:
+        """Host ms of a device-wide sync once `end` has completed: what other streams still run."""
+        bound = self.w.bound
+        bound.ev_sync(end)
+        t0 = bound.pc()
+        bound.cuda_sync()
+        return (bound.pc() - t0) * 1e3
 
 
 def _null_call(*args):
