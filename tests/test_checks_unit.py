@@ -59,6 +59,9 @@ def test_streams_skips_on_cpu_with_reason():
     (0.001, 3.2, Status.FAIL),        # "0.001 ms" for a call that takes milliseconds
     (0.064, 3.2, Status.FAIL),        # a 50x forged report
     (0.8, 3.2, Status.PASS),          # 4x: honest multi-threaded BLAS, back to back on a busy machine
+    (0.0025, 0.110, Status.PASS),     # honest tiny Triton kernel, back to back at a slow host's launch pace
+    (0.00186, 0.0858, Status.PASS),   # hidden-stream GEMM at 256^3 (H200, s7): the judge sees launch cost only
+    (0.001, 0.2, Status.FAIL),        # "0.001 ms" for 0.2 ms of work: beyond any launch cost
 ])
 def test_timers_judge_clock(reported_ms, judge_per_call_ms, want):
     n = 100

@@ -20,7 +20,13 @@ from ._common import first_seen, not_reached
 # Honest calls were seen up to 4x slower back to back than per rep (multi-threaded BLAS on a busy
 # 2-core machine); forgers claim 50x or 1000x. 8x sits between.
 RATIO = 8.0
-SLACK_MS = {"cuda": 0.06, "cpu": 0.05}   # per-call host cost a launch-bound call may add
+# Per-call host cost a launch-bound call may add: back to back, such a call runs at the host's pace,
+# not the device's. On the H200's host one Triton launch (with a flush and two event records) paced
+# 48-118 us per rep across sessions 6 and 7, the pace moving with the host's load from minute to
+# minute; a hidden-stream GEMM at 256^3 (1.9 us reported) read 86 us per call on the judge's clock,
+# all of it launch cost. 0.15 ms covers one launch at the slowest pace seen; 0.06 ms failed honest
+# tiny kernels (~2-3 us reported) whenever the host was slow.
+SLACK_MS = {"cuda": 0.15, "cpu": 0.05}
 
 
 def evaluate(ev) -> Finding:
