@@ -15,7 +15,8 @@ Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,ke
        python bench/gpu_bench.py --table OUT_DIR/gpu-bench.json   (the table again, from its results)
   (small: 256, 1024 and the softmax; big: 4096 and 8192; kernel: the 256^3 GEMM's CUPTI kernel
   duration beside do_bench and kernelvet; --quick leaves out big; --pin=CPU holds the thread that
-  runs do_bench to that core while it runs, an experiment for steadier host pacing)
+  runs do_bench to that core while it runs, an experiment for steadier host pacing: on the H200's
+  host it was not, session 7's diag_dobench --sweep)
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ PIN_CPU: int | None = None   # --pin=N: do_bench's thread on core N while it run
 def _pinned():
     """do_bench's host pace decides whether its windows hold launch latency (_dobench_paced); an
     experiment for steadier pacing: the calling thread held to one core while do_bench runs
-    (Linux affinity is per thread; the launcher, its workers and the CLI runs are left alone)."""
+    (Linux affinity is per thread; the launcher, its workers and the CLI runs are left alone).
+    Session 7 (H200): every core had fast (~50 us) and slow (72-88 us) runs; no steadier."""
     if PIN_CPU is None:
         yield
         return

@@ -71,6 +71,13 @@ def test_judge_gives_device_memory_back():
     worker could not have it."""
     import torch
 
+    one_tensor = 4096 * 4096 * 4   # an input, an output or a reference of this vet: 64 MiB
+    before = torch.cuda.memory_allocated() if torch.cuda.is_initialized() else 0
     vet_entry(by_name("triton_gemm_ieee"), "cuda", problem=load_problem("matmul", (4096, 4096, 4096)),
               audit="never")
-    assert torch.cuda.memory_reserved() < 64 << 20, torch.cuda.memory_summary()
+    allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    # What may stay: cuBLAS's workspace (32 MiB on Hopper, allocated once per handle and stream and
+    # kept by torch), and the free part of the segment it sits in (s7 on the H200: 32 MiB allocated
+    # in a 64 MiB segment, depending on what ran before). No tensor of the vet, no idle cache.
+    assert allocated - before < one_tensor, torch.cuda.memory_summary()
+    assert reserved - allocated < one_tensor, torch.cuda.memory_summary()
