@@ -67,6 +67,8 @@ def test_a_served_usage_error_is_one_line_with_exit_2(served, tmp_path):
 def test_no_server_vets_in_process(served, tmp_path):
     proc = _check(served, HONEST, "--ref", "softmax", "--device", "cpu", "--no-server", "--verbose", cwd=tmp_path)
     assert proc.returncode == 0 and "served by" not in proc.stdout and "start-up" in proc.stdout
+    steps = proc.stdout.split("the launcher's own steps, seconds each: ", 1)[1].splitlines()[0]
+    assert [s.rsplit(" ", 1)[0] for s in steps.split(", ")][:1] == ["import torch"]   # where a cold start goes
 
 
 def test_a_client_of_other_code_is_refused_and_the_server_stays_up(served):

@@ -113,8 +113,10 @@ def _cmd_check(args) -> int:
     code = vet_and_render(args, prob, launcher, prepare_next=False)
     if args.verbose:
         start.marks["vet ended"] = time.monotonic() - t0
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in launcher.start_steps.items())
         print("start-up, seconds since kernelvet's main began: "
-              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(start.marks.items(), key=lambda kv: kv[1])))
+              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(start.marks.items(), key=lambda kv: kv[1]))
+              + (f"; the launcher's own steps, seconds each: {steps}" if steps else ""))
     return code
 
 

@@ -13,7 +13,8 @@ Control channel (SOCK_SEQPACKET, one JSON object per packet; requests have exact
   judge -> launcher  {"op": "spawn", "job": N, "cwd": DIR, "log": FILE, "limits": {...}}
                      + the worker's socket as SCM_RIGHTS  (limits: see containment.LIMIT_KEYS)
                      | {"op": "exit"}
-  launcher -> judge  {"op": "ready", "pid": P} | {"op": "refused", "job": N, "why": TEXT}
+  launcher -> judge  {"op": "ready", "pid": P, "steps": {STEP: SECONDS}}
+                     | {"op": "refused", "job": N, "why": TEXT}
                      | {"op": "exited", "job": N, "code": C, "why": TEXT or null}
   worker -> judge    {"op": "spawned", "job": N, "containment": {...}}: sent by the forked child
                      itself, after confining itself and before the candidate exists, so that the
@@ -107,31 +108,50 @@ def _hash_triton() -> None:
             return
 
 
+class _Steps(dict):
+    """Seconds each start-up step took, sent with "ready" (`kernelvet check --verbose` prints them)."""
+
+    def __init__(self):
+        super().__init__()
+        self._t = time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self[name], self._t = round(now - self._t, 4), now
+
+
 def serve(ctl_fd: int) -> None:
     ctl = socket.socket(fileno=ctl_fd)
+    steps = _Steps()
     # Paid once here, not per candidate. Triton is optional.
     import torch  # noqa: F401
+    steps.done("import torch")
     try:
         import triton  # noqa: F401
+        steps.done("import triton")
         _hash_triton()
+        steps.done("triton hash")
     except Exception:  # noqa: BLE001 - a broken triton install must not stop CPU vets
         pass
     import kernelvet.worker
+    steps.done("import worker")
     # The first TorchDispatchMode in a process pays ~1 s of lazy imports: pay it here, once.
     # (One-element CPU ops start no thread pool, so forking after them stays safe.)
     with kernelvet.worker._AtenTrace():
         torch.zeros(1) + 1
+    steps.done("dispatch mode")
     # Everything loaded so far lives as long as we do: out of the collector's sight, a worker's
     # gc.collect() (before it paints freed memory) costs microseconds, not ~50 ms, and forked
     # workers do not dirty these pages by walking them.
     gc.collect()
     gc.freeze()
+    steps.done("gc freeze")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     reaper.become_subreaper()
     jobs: dict[int, _Job] = {}
     strays = False          # a worker ended: its leftovers may still be around
     next_guard = 0.0
-    _send(ctl, op="ready", pid=os.getpid())
+    _send(ctl, op="ready", pid=os.getpid(), steps=dict(steps))
     while True:
         ready, _, _ = select.select([ctl], [], [], 0.02)
         if ready:

@@ -92,7 +92,7 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 # What the launcher (and, for "spawned", the freshly forked worker) may say: exactly these keys.
-_CONTROL = {"ready": {"op", "pid"}, "refused": {"op", "job", "why"}, "exited": {"op", "job", "code", "why"},
+_CONTROL = {"ready": {"op", "pid", "steps"}, "refused": {"op", "job", "why"}, "exited": {"op", "job", "code", "why"},
             "spawned": {"op", "job", "containment"}}
 _UCRED = struct.Struct("3i")
 
@@ -133,6 +133,7 @@ class Launcher:
         self._ready_lock = threading.Lock()
         self._next_job = 0
         self._started, self._start_timeout = False, start_timeout
+        self.start_steps: dict[str, float] = {}   # the launcher's own start-up, seconds per step
         if wait:
             self.wait_ready()
 
@@ -148,6 +149,9 @@ class Launcher:
                 self.close()
                 raise RuntimeError("the kernelvet launcher did not start (is torch importable?"
                                    + (" does bwrap work here?)" if self.sandbox == "bwrap" else ")"))
+            steps = msg["steps"]
+            if isinstance(steps, dict):
+                self.start_steps = {str(k): float(v) for k, v in steps.items() if isinstance(v, (int, float))}
             self._started = True
 
     @property
