@@ -37,6 +37,22 @@ def one_run(a, b) -> dict:
             "host_gap_median_us": statistics.median(gaps), "host_gap_p90_us": sorted(gaps)[9 * len(gaps) // 10]}
 
 
+def operands():
+    """The 256^3 GEMM's inputs, its kernel loaded (compiled or from the cache) and run once."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(256, 256, device="cuda", generator=g)
+    b = torch.randn(256, 256, device="cuda", generator=g)
+    kernels.matmul(a, b, ieee=True)
+    return a, b
+
+
+def kernelvet_us(launcher) -> float | None:
+    """kernelvet's reported median for the honest 256^3 GEMM (audit never), in us."""
+    prob = load_problem("matmul", (256, 256, 256))
+    rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
+    return rep.timing.median_ms * 1e3 if rep.timing else None
+
+
 def sweep(a, b, label: str, rounds: int) -> list[dict]:
     """Two stamped do_bench runs per core per round, unpinned (None) first; cores spread over the
     machine's affinity set."""
@@ -57,17 +73,11 @@ def sweep(a, b, label: str, rounds: int) -> list[dict]:
 
 
 def main_sweep(out: str) -> None:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(256, 256, device="cuda", generator=g)
-    b = torch.randn(256, 256, device="cuda", generator=g)
-    kernels.matmul(a, b, ieee=True)
+    a, b = operands()
     res = {"flush_us": flush_us(), "cpus": len(os.sched_getaffinity(0)), "runs": []}
     print("flush us", round(res["flush_us"], 1), "cpus", res["cpus"], flush=True)
     res["runs"] += sweep(a, b, "no-kernelvet", 3)
-    launcher = spawn.shared_launcher()
-    prob = load_problem("matmul", (256, 256, 256))
-    rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
-    res["kernelvet_us"] = rep.timing.median_ms * 1e3 if rep.timing else None
+    res["kernelvet_us"] = kernelvet_us(spawn.shared_launcher())
     print("kernelvet us", res["kernelvet_us"], flush=True)
     time.sleep(2.0)
     res["runs"] += sweep(a, b, "after-vet", 2)
@@ -79,12 +89,8 @@ def main() -> None:
     if sys.argv[1] == "--sweep":
         main_sweep(sys.argv[2])
         return
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(256, 256, device="cuda", generator=g)
-    b = torch.randn(256, 256, device="cuda", generator=g)
-    kernels.matmul(a, b, ieee=True)
+    a, b = operands()
     launcher = spawn.shared_launcher()
-    prob = load_problem("matmul", (256, 256, 256))
     res = {"flush_us": flush_us(), "runs": []}
     print("flush (do_bench's 256 MB zero_) us", round(res["flush_us"], 1), flush=True)
     for r in range(4):
@@ -92,8 +98,7 @@ def main() -> None:
             row = one_run(a, b)
             res["runs"].append(row)
             print(r, " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-        rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
-        res["runs"].append({"kernelvet_us": rep.timing.median_ms * 1e3 if rep.timing else None})
+        res["runs"].append({"kernelvet_us": kernelvet_us(launcher)})
         print(r, "kernelvet", res["runs"][-1], flush=True)
         time.sleep(2.0)
     with open(sys.argv[1], "w") as fh:

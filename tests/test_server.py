@@ -68,7 +68,7 @@ def test_no_server_vets_in_process(served, tmp_path):
     proc = _check(served, HONEST, "--ref", "softmax", "--device", "cpu", "--no-server", "--verbose", cwd=tmp_path)
     assert proc.returncode == 0 and "served by" not in proc.stdout and "start-up" in proc.stdout
     steps = proc.stdout.split("the launcher's own steps, seconds each: ", 1)[1].splitlines()[0]
-    assert [s.rsplit(" ", 1)[0] for s in steps.split(", ")][:1] == ["import torch"]   # where a cold start goes
+    assert steps.startswith("import torch ")   # the first step, where most of a cold start goes
 
 
 def test_a_client_of_other_code_is_refused_and_the_server_stays_up(served):
