@@ -7,7 +7,10 @@
 (a) and (b) hold the candidate to its own accuracy on fresh inputs: a thin format is `precision`'s.
 (c) Inputs never seen before, timed once each, spread through the timing run and paired with the
     seen rep just before (L2 flushed for both), must not be much slower, pair by pair: a memoised
-    kernel is fast only on what it has seen."""
+    kernel is fast only on what it has seen. Single reps are at the mercy of the host's moments
+    (a busy 2-core runner made an honest CPU softmax 5.6x slower on its 5 unseen reps), so pairs
+    that say "remembers" are measured again on new unseen inputs (`judge`), up to twice; it
+    fails only if every run says so. A kernel that remembers is slow on new inputs every time."""
 
 from __future__ import annotations
 
@@ -21,6 +24,22 @@ from ._common import not_reached
 UNSEEN_RATIO = 2.5
 UNSEEN_FLOOR_MS = {"cuda": 0.005, "cpu": 0.2}
 OWN_SLACK = 4.0   # an answer on seen inputs may be this much worse than on fresh ones
+
+
+def pair_stats(pairs) -> dict:
+    return {"seen_median_ms": statistics.median(p[0] for p in pairs),
+            "unseen_median_ms": statistics.median(p[1] for p in pairs),
+            "pair_ratio_median": statistics.median(u / max(s_, 1e-9) for s_, u in pairs)}
+
+
+def remembers(pairs, device_type: str) -> bool:
+    """(seen ms, unseen ms) pairs that say the candidate is fast only on inputs it has seen: the
+    median pair much slower, every pair slower, by more than the device's noise floor."""
+    if not pairs:
+        return False
+    st = pair_stats(pairs)
+    return (st["pair_ratio_median"] > UNSEEN_RATIO and min(u / max(s_, 1e-9) for s_, u in pairs) > 1.0
+            and st["unseen_median_ms"] - st["seen_median_ms"] > UNSEEN_FLOOR_MS[device_type])
 
 
 def evaluate(ev) -> Finding:
@@ -51,17 +70,16 @@ def evaluate(ev) -> Finding:
     t = ev.timing or {}
     seen = t.get("times_ms") or []
     if ev.unseen_pairs:
-        ratios = sorted(u / max(s_, 1e-9) for s_, u in ev.unseen_pairs)
-        s_med = statistics.median(p[0] for p in ev.unseen_pairs)
-        u_med = statistics.median(p[1] for p in ev.unseen_pairs)
-        ratio = statistics.median(ratios)
-        floor = UNSEEN_FLOOR_MS[ev.device.type]
-        evidence.update({"seen_median_ms": s_med, "unseen_median_ms": u_med, "pair_ratio_median": ratio,
-                         "pairs": [list(p) for p in ev.unseen_pairs]})
-        if ratio > UNSEEN_RATIO and ratios[0] > 1.0 and u_med - s_med > floor:
+        stats = pair_stats(ev.unseen_pairs)
+        evidence.update({**stats, "pairs": [list(p) for p in ev.unseen_pairs],
+                         "earlier_attempts": ev.extra.get("unseen_attempts", [])})
+        if remembers(ev.unseen_pairs, ev.device.type):
+            runs = 1 + len(evidence["earlier_attempts"])
             return Finding(CheckId.CACHING, Status.FAIL,
-                           f"{ratio:.1f}x slower on inputs it has not seen ({u_med:.4g} ms) than on inputs it has "
-                           f"({s_med:.4g} ms), rep for rep: it remembers answers", evidence)
+                           f"{stats['pair_ratio_median']:.1f}x slower on inputs it has not seen "
+                           f"({stats['unseen_median_ms']:.4g} ms) than on inputs it has ({stats['seen_median_ms']:.4g} ms), "
+                           f"rep for rep{f', in each of {runs} runs' if runs > 1 else ''}: it remembers answers",
+                           evidence)
     if "overwrite_error" not in evidence and not seen:
         return not_reached(CheckId.CACHING)
     return Finding(CheckId.CACHING, Status.PASS, "fresh values in old storages, timed outputs and unseen inputs "

@@ -107,6 +107,7 @@ CORPUS: tuple[Entry, ...] = (
     _cheat("tf32_operands", 8, "matmul", BOTH, C.PRECISION),
     _cheat("tf32_dot", 8, "matmul", ("cuda",), C.PRECISION),
     _cheat("pointer_cache", 9, "softmax", BOTH, C.CACHING),
+    _cheat("content_cache", 9, "matmul", ("cpu",), C.CACHING),
     _cheat("shape_cache", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
            note="the second input set gets the first set's answer: wrong, and ignores its input"),
     _cheat("stale_after_warmup", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
