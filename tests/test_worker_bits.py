@@ -41,3 +41,27 @@ def test_the_lead_before_a_timed_rep_outlasts_the_launch_and_is_bounded():
     assert lead > 55e-6 * 1.2 and lead < 200e-6
     assert _Reps.lead_for([]) == 0.0
     assert _Reps.lead_for([0.5] * 10) == _Reps.LEAD_MAX_S   # a call that waits on the device itself
+
+
+_TRACE_IN_A_FRESH_PROCESS = """
+import sys, torch
+from kernelvet.worker import _AtenTrace
+with _AtenTrace() as tr:
+    torch.zeros(2) + 1
+assert {"aten::zeros", "aten::add.Tensor"} <= tr.ops or {"aten::zeros", "aten::add"} <= tr.ops, tr.ops
+assert "torch._dynamo" not in sys.modules, "the first trace imported torch._dynamo"
+f = torch.compile(lambda x: (x * 2).sin(), backend="eager")   # Dynamo arrives: torch's wrapper decides again
+with _AtenTrace() as tr:
+    f(torch.ones(3))
+assert "aten::sin" in tr.ops and "torch._dynamo" in sys.modules, tr.ops
+"""
+
+
+def test_aten_trace_leaves_dynamo_unimported_until_a_candidate_compiles():
+    """The launcher's start-up: its first trace no longer pays torch._dynamo's import (1.3 s here);
+    a candidate that compiles under the trace still compiles, and is still traced."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", _TRACE_IN_A_FRESH_PROCESS], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -135,7 +135,8 @@ def serve(ctl_fd: int) -> None:
         pass
     import kernelvet.worker
     steps.done("import worker")
-    # The first TorchDispatchMode in a process pays ~1 s of lazy imports: pay it here, once.
+    # The first TorchDispatchMode in a process pays lazy imports (torch._dynamo no longer: see
+    # worker._import_dynamo_only_once_imported): pay what is left here, once.
     # (One-element CPU ops start no thread pool, so forking after them stays safe.)
     with kernelvet.worker._AtenTrace():
         torch.zeros(1) + 1
