@@ -8,7 +8,6 @@ from kernelvet import judge
 from kernelvet.checks import REGISTRY, evaluate_all
 from kernelvet.evidence import CallRecord, Evidence
 from kernelvet.ids import ALL_CHECKS, CheckId
-from kernelvet.protocol import Message
 from kernelvet.report import Status
 
 
@@ -173,9 +172,9 @@ class _TimingWorker:
     def __init__(self, *bodies):
         self.bodies, self.asked = list(bodies), []
 
-    def request(self, kind, body, max_blob_bytes=None):
+    def request(self, kind, body, blobs=(), max_blob_bytes=None):
         self.asked.append((kind, body))
-        return _Timed(self.bodies.pop(0))
+        return _Timed(self.bodies.pop(0)) if kind == "time" else None
 
 
 def _retry(ev, worker):
@@ -239,24 +238,14 @@ def test_evidence_is_freed_without_the_cycle_collector():
         gc.enable()
 
 
-class _TimingWorker:
-    """Answers the judge's re-measurements with the given seen/unseen pairs, one list per run."""
-
-    def __init__(self, runs, mismatches=0):
-        self.runs, self.mismatches, self.sent = list(runs), mismatches, []
-
-    def request(self, type_, body=None, blobs=(), max_blob_bytes=None):
-        self.sent.append((type_, body))
-        if type_ != "time":
-            return Message("ok", {}, [])
-        return Message("timed", {"times_ms": [0.010] * 20, "unseen_pairs": self.runs.pop(0),
-                                 "mismatches": self.mismatches, "first_sets": []}, [])
-
-
 def _unseen_again(ev, worker):
     judge._measure_unseen_again(worker, ev, [1, 2, 3], judge.Settings(), 1 << 20, lambda _p, _s, msg: msg,
                                 lambda attempt: {3000 + attempt: [torch.randn(8, 8), torch.randn(8, 8)]}, {})
     return REGISTRY[CheckId.CACHING](ev)
+
+
+def _pairs(pairs, mismatches=0):
+    return {"times_ms": [0.010] * 20, "unseen_pairs": pairs, "mismatches": mismatches, "first_sets": []}
 
 
 MEMO, HONEST = [(0.010, 0.060)] * 5, [(0.010, 0.011)] * 5
@@ -265,15 +254,15 @@ MEMO, HONEST = [(0.010, 0.060)] * 5, [(0.010, 0.011)] * 5
 def test_caching_pairs_that_say_remembers_once_are_measured_again_on_new_inputs():
     """A busy host slowing the unseen reps of one run is not memory: the next run says so."""
     ev = _ev("cpu", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_pairs=[(0.1, 0.5)] * 5)
-    worker = _TimingWorker([HONEST], mismatches=2)
+    worker = _TimingWorker(_pairs(HONEST, mismatches=2))
     f = _unseen_again(ev, worker)
     assert f.status is Status.PASS and f.evidence["earlier_attempts"] == [[[0.1, 0.5]] * 5]
-    assert [t for t, _ in worker.sent] == ["inputs", "time"] and worker.sent[1][1]["unseen"] == [3001]
+    assert [t for t, _ in worker.asked] == ["inputs", "time"] and worker.asked[1][1]["unseen"] == [3001]
     assert ev.timing["times_ms"] == [0.010] * 30 and ev.timing["mismatches"] == 2   # faults kept, times not
 
 
 def test_caching_fails_only_when_every_run_says_remembers():
     ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_pairs=MEMO)
-    f = _unseen_again(ev, _TimingWorker([MEMO, MEMO, HONEST]))
+    f = _unseen_again(ev, _TimingWorker(_pairs(MEMO), _pairs(MEMO), _pairs(HONEST)))
     assert f.status is Status.FAIL and "in each of 3 runs" in f.summary
     assert len(f.evidence["earlier_attempts"]) == judge.UNSEEN_AGAIN
