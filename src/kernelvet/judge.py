@@ -108,8 +108,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     unseen = list(range(100, 100 + settings.unseen_sets))
     keys = [_WARMUP, *fresh, _OVERWRITE, _PROBE, *unseen]
     key_seeds = {k: rng.getrandbits(63) for k in keys}
-    # Unseen inputs for re-measuring pairs that said "remembers": drawn (with their references)
-    # only when a re-measurement is needed
+    # Unseen inputs for re-measuring pairs that said "remembers" (drawn only if one is needed)
     again = [[_UNSEEN_AGAIN + a * len(unseen) + j for j in range(len(unseen))] for a in range(UNSEEN_AGAIN)]
     key_seeds.update({k: rng.getrandbits(63) for ks in again for k in ks})
 
@@ -130,7 +129,10 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         w.send_only("load", body, blobs)
 
         model = prob.build_model(init, weight_seed)
-        values = {k: prob.draw_inputs(key_seeds[k]) for k in keys}
+        # Input sets and their float64 references are made when first used (each from its own
+        # seed, so the order does not matter): a candidate rejected by the checked calls never
+        # costs the later sets (at 8192^3, about a second of the judge's time each).
+        values = _Lazy(lambda k: prob.draw_inputs(key_seeds[k]))
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
         # Where the checks compare (the judge's own device on a CUDA run: see evidence.py).
         judged_on = dev if dev.type == "cuda" else torch.device("cpu")
@@ -143,7 +145,9 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
             except Exception as exc:
                 raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
 
-        refs64 = {k: reference_of(k) for k in keys}
+        refs64 = _Lazy(reference_of)
+        for k in (_WARMUP, *fresh):   # now, while the worker starts
+            refs64[k]
         flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
         bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
                                                                                        refs64[fresh[0]])
@@ -166,7 +170,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         ev = Evidence(
             device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
             flops=flops, bytes_moved=bytes_moved, refs64=refs64, judged_on=judged_on,
-            inputs={k: [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in v] for k, v in values.items()},
+            inputs=_Lazy(lambda k: [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in values[k]]),
             reference_error=ref_run["error"], poison_words=poison_words,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
@@ -180,12 +184,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         ev.output_arg = prob.output_arg
 
         def more_unseen(attempt: int) -> dict[int, list]:
-            """The inputs of re-measurement `attempt` (1, 2, ...), drawn now; their references and
-            values join the evidence."""
-            for k in again[attempt - 1]:
-                values[k] = prob.draw_inputs(key_seeds[k])
-                refs64[k] = reference_of(k)
-                ev.inputs[k] = [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in values[k]]
+            """The inputs of re-measurement `attempt` (1, 2, ...)."""
             return {k: values[k] for k in again[attempt - 1]}
 
         t0 = time.monotonic()
@@ -379,6 +378,18 @@ def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, ou
     return body, blobs
 
 
+class _Lazy(dict):
+    """A dict whose missing keys are made by `make(key)` on first use, then kept."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key):
+        value = self[key] = self._make(key)
+        return value
+
+
 def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None,
                unseen=()) -> dict:
     return {"sets": sets, "unseen": list(unseen),
@@ -442,6 +453,11 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         msg = record(phase, set_id, w.request("call", {"set": set_id, **flags}, max_blob_bytes=max_blob))
         ev.add_call(phase, set_id, set_values[set_id], msg.body, _decode_output(msg))
 
+    def upload(*keys):
+        for k in keys:
+            layout, blobs = _encode_set(values[k])
+            w.request("inputs", {"set": k, "layout": layout}, blobs)
+
     def stop_if_failed(after: str) -> bool:
         failed = _early_failure(ev, waived) if settings.early_exit else None
         if failed:
@@ -459,9 +475,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         record("import", None, w.request("load", body, blobs))
         phases["import"] = time.monotonic() - t0
         ev.reached.add("load")
-        for k in [_WARMUP, *fresh, *([_PROBE] if probe else []), *unseen]:
-            layout, blobs = _encode_set(values[k])
-            w.request("inputs", {"set": k, "layout": layout}, blobs)
+        upload(_WARMUP, *fresh)
 
         t0 = time.monotonic()
         call("warmup", _WARMUP, trace=CheckId.LIBRARY_CALL in on)
@@ -489,12 +503,14 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
             return w.output()
         if probe:
             t1 = time.monotonic()
+            upload(_PROBE)
             ev.probe = _ordering_probe(w, ev, _PROBE, max_blob, record)
             phases["probe"] = time.monotonic() - t1
         phases["checks"] = time.monotonic() - t0
 
         t0 = time.monotonic()
         timed_unseen = unseen if CheckId.CACHING in on else []
+        upload(*timed_unseen)
         msg = record("timing", None, w.request("time", _time_body(fresh, settings, unseen=timed_unseen),
                                                max_blob_bytes=max_blob))
         ev.timing = msg.body
