@@ -45,7 +45,9 @@ def test_the_lead_before_a_timed_rep_outlasts_the_launch_and_is_bounded():
 
 _TRACE_IN_A_FRESH_PROCESS = """
 import sys, torch
+from kernelvet.judge import _count_flops
 from kernelvet.worker import _AtenTrace
+assert _count_flops(torch.nn.Linear(8, 8), [torch.ones(2, 8)]) == 256.0
 with _AtenTrace() as tr:
     torch.zeros(2) + 1
 assert {"aten::zeros", "aten::add.Tensor"} <= tr.ops or {"aten::zeros", "aten::add"} <= tr.ops, tr.ops
@@ -57,9 +59,10 @@ assert "aten::sin" in tr.ops and "torch._dynamo" in sys.modules, tr.ops
 """
 
 
-def test_aten_trace_leaves_dynamo_unimported_until_a_candidate_compiles():
-    """The launcher's start-up: its first trace no longer pays torch._dynamo's import (1.3 s here);
-    a candidate that compiles under the trace still compiles, and is still traced."""
+def test_dispatch_modes_leave_dynamo_unimported_until_a_candidate_compiles():
+    """The launcher's first aten trace and the judge's first FLOP count no longer pay
+    torch._dynamo's import (1.3 s each here); a candidate that compiles under the trace still
+    compiles, and is still traced."""
     import subprocess
     import sys
     done = subprocess.run([sys.executable, "-c", _TRACE_IN_A_FRESH_PROCESS], capture_output=True, text=True,

@@ -31,6 +31,7 @@ from .checks.kernel_audit import defined_kernels
 from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks import caching, streams
 from .checks.timers import judge_clock
+from .dispatch_modes import defer_dynamo
 from .errors import HarnessError, UsageError
 from .evidence import Evidence
 from .formats import kernelbench
@@ -674,8 +675,11 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
 
 def _count_flops(model, inputs) -> float | None:
     try:
-        from torch.utils.flop_counter import FlopCounterMode
         import copy
+        from torch.utils import flop_counter
+        from torch.utils.flop_counter import FlopCounterMode
+        if hasattr(flop_counter, "_FlopCounterMode"):   # the dispatch mode inside (torch 2.4+)
+            defer_dynamo(flop_counter._FlopCounterMode)
         m64 = copy.deepcopy(model).double()
         with FlopCounterMode(display=False) as fc, torch.no_grad():
             m64(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs])

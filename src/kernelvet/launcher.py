@@ -136,7 +136,7 @@ def serve(ctl_fd: int) -> None:
     import kernelvet.worker
     steps.done("import worker")
     # The first TorchDispatchMode in a process pays lazy imports (torch._dynamo no longer: see
-    # worker._import_dynamo_only_once_imported): pay what is left here, once.
+    # dispatch_modes): pay what is left here, once.
     # (One-element CPU ops start no thread pool, so forking after them stays safe.)
     with kernelvet.worker._AtenTrace():
         torch.zeros(1) + 1

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib.util
-import math
 import os
 import socket
 import sys
@@ -25,6 +24,7 @@ import torch
 import torch.profiler
 
 from . import codec, protocol, warm
+from .dispatch_modes import defer_dynamo
 from .metrics import INT_OF_WIDTH
 from .problem import load_reference_module
 
@@ -805,28 +805,7 @@ class _AtenTrace(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _import_dynamo_only_once_imported(mode_cls) -> None:
-    """torch wraps a dispatch mode's `__torch_dispatch__` so that Dynamo never compiles inside it,
-    and the wrapper imports torch._dynamo on its first call: 1.3 s on the CPU box, in every
-    process's first trace (it was the launcher's longest start-up step). Until something else has
-    imported Dynamo (torch.compile does) no frame can be under its compiler, and the plain method
-    is the same thing; from then on, torch's own wrapper decides. Where a torch version wraps
-    differently (no `__wrapped__`), it is left alone: slower, never wrong."""
-    wrapper = mode_cls.__dict__.get("__torch_dispatch__")
-    raw = getattr(wrapper, "__wrapped__", None)
-    if raw is None:
-        return
-    attr = "__dynamo_disable"   # where torch._disable_dynamo caches its Dynamo-disabled function
-
-    def until_dynamo(*args, **kwargs):
-        if "torch._dynamo" in sys.modules:
-            delattr(raw, attr)   # torch's wrapper builds (and caches) the real one
-            return wrapper(*args, **kwargs)
-        return raw(*args, **kwargs)
-    setattr(raw, attr, until_dynamo)
-
-
-_import_dynamo_only_once_imported(_AtenTrace)
+defer_dynamo(_AtenTrace)   # the launcher's first trace: see dispatch_modes
 
 
 def _import_file(path: str):
