@@ -24,7 +24,8 @@ def defer_dynamo(mode_cls) -> None:
 
     def until_dynamo(*args, **kwargs):
         if "torch._dynamo" in sys.modules:
-            delattr(raw, _CACHE_ATTR)   # torch's wrapper builds (and caches) the real one
+            if getattr(raw, _CACHE_ATTR, None) is until_dynamo:
+                delattr(raw, _CACHE_ATTR)   # torch's wrapper builds (and caches) the real one
             return wrapper(*args, **kwargs)
         return raw(*args, **kwargs)
     setattr(raw, _CACHE_ATTR, until_dynamo)
