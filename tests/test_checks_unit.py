@@ -239,8 +239,11 @@ def test_evidence_is_freed_without_the_cycle_collector():
 
 
 def _unseen_again(ev, worker):
+    def upload(*keys):
+        for k in keys:
+            worker.request("inputs", {"set": k, "layout": []})
     judge._measure_unseen_again(worker, ev, [1, 2, 3], judge.Settings(), 1 << 20, lambda _p, _s, msg: msg,
-                                lambda attempt: {3000 + attempt: [torch.randn(8, 8), torch.randn(8, 8)]}, {})
+                                [[3001], [3002]], upload, lambda msg, keys: None)
     return REGISTRY[CheckId.CACHING](ev)
 
 

@@ -8,8 +8,9 @@ what comes back as evidence, and lets the checks decide. The plan, in order:
   (determinism) -> fresh sets B, C -> A overwritten in place (caching) -> ordering probe (CUDA)
   -> timing on A, B, C (rotating, L2 flushed, outputs verified; unseen sets interleaved, once
   each; timed again where the drain says hidden work, or the unseen pairs say remembered
-  answers, the latter on newly drawn unseen sets) -> N back-to-back calls bracketed by the judge's own clock, and the
-  same N of a null call (timers) -> kernel audit under the profiler (CUDA, second tier).
+  answers, the latter on newly drawn unseen sets) -> N back-to-back calls bracketed by the
+  judge's own clock, and the same N of a null call (timers) -> kernel audit under the profiler
+  (CUDA, second tier).
 
 The plan stops as soon as a check fails on the evidence so far (Settings.early_exit).
 """
@@ -184,14 +185,10 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         ev.kernels_defined = defined_kernels(source)
         ev.output_arg = prob.output_arg
 
-        def more_unseen(attempt: int) -> dict[int, list]:
-            """The inputs of re-measurement `attempt` (1, 2, ...)."""
-            return {k: values[k] for k in again[attempt - 1]}
-
         t0 = time.monotonic()
         w.deadline = time.monotonic() + timeout
         output = _run_candidate(ev, w, candidate, entry, init, weight_seed, values, fresh, unseen, settings,
-                                poison, flush_bytes, waived, audit, phases=phases, more_unseen=more_unseen)
+                                poison, flush_bytes, waived, audit, phases=phases, again=again)
         phases["candidate"] = time.monotonic() - t0
     finally:
         t0 = time.monotonic()
@@ -439,7 +436,7 @@ def _early_failure(ev: Evidence, waived) -> str | None:
 
 
 def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values, fresh, unseen,
-                   settings: Settings, poison, flush_bytes, waived, audit, phases, more_unseen) -> str:
+                   settings: Settings, poison, flush_bytes, waived, audit, phases, again) -> str:
     on = ev.enabled
     out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
     max_blob = max(1 << 20, 64 * out_nbytes)
@@ -458,6 +455,12 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         for k in keys:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
+
+    def timed_outputs(msg, unseen_keys):
+        """A timing run's first output on each set, to the evidence (a check verifies each)."""
+        for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
+            ev.add_call("unseen" if int(s) in unseen_keys else "timed", int(s), set_values.get(int(s), int(s)), {},
+                        codec.from_blob(blob))
 
     def stop_if_failed(after: str) -> bool:
         failed = _early_failure(ev, waived) if settings.early_exit else None
@@ -516,11 +519,9 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
                                                max_blob_bytes=max_blob))
         ev.timing = msg.body
         ev.unseen_pairs = [tuple(p) for p in msg.body.get("unseen_pairs", [])]
-        for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
-            phase = "unseen" if int(s) in timed_unseen else "timed"
-            ev.add_call(phase, int(s), set_values.get(int(s), int(s)), {}, codec.from_blob(blob))
+        timed_outputs(msg, timed_unseen)
         if timed_unseen:
-            _measure_unseen_again(w, ev, fresh, settings, max_blob, record, more_unseen, set_values)
+            _measure_unseen_again(w, ev, fresh, settings, max_blob, record, again, upload, timed_outputs)
         if CheckId.STREAMS in on:   # on the timing that stands
             _measure_drain_again(w, ev, fresh, settings, max_blob, record)
         ev.reached.add("timing")
@@ -561,25 +562,20 @@ def _measure_drain_again(w, ev: Evidence, fresh, settings: Settings, max_blob, r
         ev.extra["drain_attempts"] = attempts
 
 
-def _measure_unseen_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record, more_unseen,
-                          set_values) -> None:
+def _measure_unseen_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record, again, upload,
+                          timed_outputs) -> None:
     """Seen/unseen pairs that say "remembers answers" are measured again, up to twice, each time on
     unseen inputs drawn for it: a busy host slows a few single reps once, a kernel that remembers
     is slow on new inputs every time. The last run's pairs are the evidence, the earlier ones kept.
     Its timing replaces the earlier one, reported times included: a candidate that remembered
     answers only while it was timed is timed without them. What any run saw wrong is kept."""
     attempts = []
-    while caching.remembers(ev.unseen_pairs, ev.device.type) and len(attempts) < UNSEEN_AGAIN:
+    while caching.remembers(ev.unseen_pairs, ev.device.type) and len(attempts) < len(again):
+        new = again[len(attempts)]   # unseen inputs drawn for this run
         attempts.append([list(p) for p in ev.unseen_pairs])
-        new = more_unseen(len(attempts))
-        for k, vals in new.items():
-            layout, blobs = _encode_set(vals)
-            w.request("inputs", {"set": k, "layout": layout}, blobs)
-            set_values[k] = k
-        msg = _time_again(w, fresh, settings, max_blob, record, unseen=list(new))
-        for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
-            ev.add_call("unseen" if int(s) in new else "timed", int(s), set_values.get(int(s), int(s)), {},
-                        codec.from_blob(blob))
+        upload(*new)
+        msg = _time_again(w, fresh, settings, max_blob, record, unseen=new)
+        timed_outputs(msg, new)
         ev.timing = _faults_kept(msg.body, ev.timing)
         ev.unseen_pairs = [tuple(p) for p in msg.body.get("unseen_pairs", [])]
     if attempts:
@@ -595,7 +591,8 @@ def _time_again(w, fresh, settings: Settings, max_blob, record, null_reps=None, 
 
 def _faults_kept(body: dict, other: dict) -> dict:
     """A timing body with what either run saw wrong in the outputs (the larger counts)."""
-    return {**body, **{k: max(int(body.get(k, 0)), int(other.get(k, 0))) for k in ("mismatches", "overruns", "non_tensor")}}
+    return {**body, **{k: max(int(body.get(k, 0)), int(other.get(k, 0)))
+                       for k in ("mismatches", "overruns", "non_tensor")}}
 
 
 def _audit_wanted(ev: Evidence, audit: str, waived) -> bool:
