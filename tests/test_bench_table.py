@@ -47,3 +47,9 @@ def test_pinning_holds_only_inside_and_restores_the_affinity(monkeypatch):
     with gpu_bench._pinned():
         assert os.sched_getaffinity(0) == {core}
     assert os.sched_getaffinity(0) == before
+
+
+def test_rounds_past_the_third_count_on_both_sides():
+    # two host-bound runs in three: two more rounds gave do_bench its third run not host-bound
+    r = _row([17.70, 15.55, 12.99, 13.10, 12.80], [87, 84, 70, 66, 58], [12.22, 12.86, 12.86, 12.50, 12.70])
+    assert gpu_bench._host_bound_cells(r) == f"2 of 5 | {12.70 / 12.99:.3f}"

@@ -59,12 +59,33 @@ assert "aten::sin" in tr.ops and "torch._dynamo" in sys.modules, tr.ops
 """
 
 
+_PROFILE_IN_A_FRESH_PROCESS = """
+import sys, torch
+from kernelvet.worker import _Bound
+with _Bound().kernel_trace(cuda=False) as prof:
+    torch.zeros(2) + 1
+names = {e.name() for e in prof.kineto_results.events()}
+assert "aten::add" in names or "aten::add.Tensor" in names, names
+late = [m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules]
+assert not late, f"the first profiler session imported {late}"
+"""
+
+
+def _in_a_fresh_process(code: str) -> None:
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_dispatch_modes_leave_dynamo_unimported_until_a_candidate_compiles():
     """The launcher's first aten trace and the judge's first FLOP count no longer pay
     torch._dynamo's import (1.3 s each here); a candidate that compiles under the trace still
     compiles, and is still traced."""
-    import subprocess
-    import sys
-    done = subprocess.run([sys.executable, "-c", _TRACE_IN_A_FRESH_PROCESS], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    _in_a_fresh_process(_TRACE_IN_A_FRESH_PROCESS)
+
+
+def test_the_audits_profiler_leaves_inductor_unimported():
+    """`torch.profiler.profile` imports Inductor and Dynamo on its start (5.7 s per audit in a
+    fresh worker on the H200); the worker's trace, one level below it, records without them."""
+    _in_a_fresh_process(_PROFILE_IN_A_FRESH_PROCESS)

@@ -1,0 +1,122 @@
+"""Session diagnostic (H200, session 9): from do_bench's rep to kernelvet's, one step at a time.
+
+Session 9's diag_order run: for torch.mm at 256^3 (do_bench not host-bound) do_bench read 12.16 us,
+diag_order's copy of its order (flush -> start -> call -> end, 256 MB) 11.81 and kernelvet's
+reference timing 11.55. diag_order's copy differed from do_bench in more than the order: a uint8
+flush buffer (do_bench zeroes int32), fresh events per rep, a sync every 32 reps, 600 reps. Here
+each difference is added in turn, in one process, alternating, several rounds:
+  dobench        triton.testing.do_bench itself (median)
+  copy           its loop, copied: int32 256 MB flush, events made up front, one sync at the end
+  +u8            kernelvet's flush buffer (uint8, 2 x L2, at least 256 MiB)
+  +batches       fresh events per rep, a sync every 32 reps (kernelvet's batches)
+  +spin          a spin of kernelvet's lead between the flush and the start event
+  +touch         every input read (a clone) before the flush
+and the single steps on `copy` alone (copy+u8, copy+batches, copy+spin, copy+touch).
+kernelvet's own timing of the torch reference (a vet, audit never) is read in each round.
+Usage: python bench/diag_steps.py OUT.json [--kernel=torch|triton]
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+import triton
+
+import kernelvet
+from kernelvet import devices, load_problem, spawn
+from kernelvet.judge import FLUSH_MIN_BYTES
+from kernelvet.practice import by_name, kernels
+
+ROUNDS, SYNC_EVERY = 5, 32
+STEPS = ("u8", "batches", "spin", "touch")
+
+
+def rep_loop(fn, steps: set, bufs: dict, lead_cycles: int, inputs, n: int) -> float:
+    """do_bench's timed loop with the given kernelvet steps; the median, ms."""
+    flush = bufs["u8"] if "u8" in steps else bufs["i32"]
+    batches = "batches" in steps
+    made = [] if batches else [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                               for _ in range(n)]
+    times, pending = [], []
+    for i in range(n):
+        st, en = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if batches else made[i]
+        if "touch" in steps:
+            for x in inputs:
+                x.clone()
+        flush.zero_()
+        if "spin" in steps:
+            torch.cuda._sleep(lead_cycles)
+        st.record()
+        fn()
+        en.record()
+        pending.append((st, en))
+        if batches and (len(pending) >= SYNC_EVERY or i == n - 1):
+            en.synchronize()
+            times += [s.elapsed_time(e) for s, e in pending]
+            pending.clear()
+    if not batches:
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) for s, e in pending]
+    return statistics.median(times)
+
+
+def main() -> None:
+    dest = sys.argv[1]
+    kernel = next((x.split("=", 1)[1] for x in sys.argv[2:] if x.startswith("--kernel=")), "torch")
+    n = 256
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(n, n, device="cuda", generator=g)
+    b = torch.randn(n, n, device="cuda", generator=g)
+    torch.backends.cuda.matmul.allow_tf32 = False   # the reference's float32, as the judge runs it
+    fn = (lambda: torch.mm(a, b)) if kernel == "torch" else (lambda: kernels.matmul(a, b, ieee=True))
+    pk = devices.peaks(devices.describe(torch.device("cuda")))
+    bufs = {"i32": triton.runtime.driver.active.get_empty_cache_for_benchmark(),
+            "u8": torch.empty(max(int(2 * pk.l2_bytes), FLUSH_MIN_BYTES), dtype=torch.uint8, device="cuda")}
+    host = []
+    for _ in range(50):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        host.append(time.perf_counter() - t)
+    lead_s = min(1.25 * sorted(host)[44] + 10e-6, 2e-3)
+    lead_cycles = int(lead_s * torch.cuda.get_device_properties(0).clock_rate * 1e3)
+    # as many reps as do_bench takes for its 100 ms
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    st.record()
+    for _ in range(5):
+        bufs["i32"].zero_()
+        fn()
+    en.record()
+    torch.cuda.synchronize()
+    reps = max(1, int(100 / (st.elapsed_time(en) / 5)))
+    variants = {"copy": set()}
+    for i, step in enumerate(STEPS):
+        variants["+" + step] = set(STEPS[:i + 1])
+        variants["copy+" + step] = {step}
+    launcher = spawn.shared_launcher()
+    prob = load_problem("matmul", (n, n, n))
+    res = {"kernel": kernel, "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "triton": triton.__version__, "reps": reps, "lead_us": lead_s * 1e6, "flush_bytes": bufs["u8"].numel(),
+           "rounds": []}
+    for r in range(ROUNDS):
+        row = {"dobench": triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")}
+        for name, steps in variants.items():
+            row[name] = rep_loop(fn, steps, bufs, lead_cycles, (a, b), reps)
+        rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
+        row["kernelvet_ref"] = statistics.median(rep.timing.reference_raw_ms) if rep.timing else None
+        row["kernelvet_triton"] = rep.timing.median_ms if rep.timing else None
+        row["dobench_after"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+        res["rounds"].append(row)
+        print(r, " ".join(f"{k}={v * 1e3:.2f}" for k, v in row.items() if isinstance(v, float)), flush=True)
+    keys = [k for k in res["rounds"][0]]
+    res["median_us"] = {k: statistics.median(x[k] for x in res["rounds"] if x[k] is not None) * 1e3 for k in keys}
+    print(json.dumps(res["median_us"], indent=1))
+    with open(dest, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
