@@ -13,7 +13,14 @@ each difference is added in turn, in one process, alternating, several rounds:
   +touch         every input read (a clone) before the flush
 and the single steps on `copy` alone (copy+u8, copy+batches, copy+spin, copy+touch).
 kernelvet's own timing of the torch reference (a vet, audit never) is read in each round.
-Usage: python bench/diag_steps.py OUT.json [--kernel=torch|triton]
+Session 9's first run: `copy` read 0.4 us under do_bench itself (11.71 against 12.13 us, torch.mm),
+and kernelvet's reference timing read as `copy` (11.73). What `copy` leaves out of do_bench:
+  copy+burst     do_bench's warm-up first: its back-to-back calls for 25 ms, no flush, no sync
+  copy+kvwarm    kernelvet's warm-up first instead: 25 ms of calls, a sync every 8
+  copy+fresh     a flush buffer allocated for the run, as do_bench allocates one per call
+  dobench_w0     do_bench itself with warmup=0 (one warm-up call)
+With --what=steps (the default) the first run's steps; --what=warm the warm-up variants.
+Usage: python bench/diag_steps.py OUT.json [--kernel=torch|triton] [--what=steps|warm]
 """
 from __future__ import annotations
 
@@ -34,9 +41,27 @@ ROUNDS, SYNC_EVERY = 5, 32
 STEPS = ("u8", "batches", "spin", "touch")
 
 
-def rep_loop(fn, steps: set, bufs: dict, lead_cycles: int, inputs, n: int) -> float:
+def warm_up(fn, steps: set, n_warmup: int) -> None:
+    if "burst" in steps:            # do_bench's
+        for _ in range(n_warmup):
+            fn()
+    elif "kvwarm" in steps:         # kernelvet's (worker._do_time)
+        t0 = time.perf_counter()
+        i = 0
+        while i < 3 or time.perf_counter() - t0 < 25e-3:
+            fn()
+            i += 1
+            if i % 8 == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+
+
+def rep_loop(fn, steps: set, bufs: dict, lead_cycles: int, inputs, n: int, n_warmup: int = 0) -> float:
     """do_bench's timed loop with the given kernelvet steps; the median, ms."""
     flush = bufs["u8"] if "u8" in steps else bufs["i32"]
+    if "fresh" in steps:
+        flush = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    warm_up(fn, steps, n_warmup)
     batches = "batches" in steps
     made = [] if batches else [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                                for _ in range(n)]
@@ -91,11 +116,17 @@ def main() -> None:
         fn()
     en.record()
     torch.cuda.synchronize()
-    reps = max(1, int(100 / (st.elapsed_time(en) / 5)))
+    estimate_ms = st.elapsed_time(en) / 5
+    reps, n_warmup = max(1, int(100 / estimate_ms)), max(1, int(25 / estimate_ms))
     variants = {"copy": set()}
-    for i, step in enumerate(STEPS):
-        variants["+" + step] = set(STEPS[:i + 1])
-        variants["copy+" + step] = {step}
+    if "--what=warm" in sys.argv:
+        for extra in ("burst", "kvwarm", "fresh"):
+            variants["copy+" + extra] = {extra}
+        variants["copy+burst+fresh"] = {"burst", "fresh"}
+    else:
+        for i, step in enumerate(STEPS):
+            variants["+" + step] = set(STEPS[:i + 1])
+            variants["copy+" + step] = {step}
     launcher = spawn.shared_launcher()
     prob = load_problem("matmul", (n, n, n))
     res = {"kernel": kernel, "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
@@ -103,8 +134,10 @@ def main() -> None:
            "rounds": []}
     for r in range(ROUNDS):
         row = {"dobench": triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")}
+        if "--what=warm" in sys.argv:
+            row["dobench_w0"] = triton.testing.do_bench(fn, warmup=0, rep=100, return_mode="median")
         for name, steps in variants.items():
-            row[name] = rep_loop(fn, steps, bufs, lead_cycles, (a, b), reps)
+            row[name] = rep_loop(fn, steps, bufs, lead_cycles, (a, b), reps, n_warmup)
         rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
         row["kernelvet_ref"] = statistics.median(rep.timing.reference_raw_ms) if rep.timing else None
         row["kernelvet_triton"] = rep.timing.median_ms if rep.timing else None
