@@ -17,6 +17,7 @@ import json
 import random
 import statistics
 import sys
+import time
 
 import torch
 import triton
@@ -26,6 +27,24 @@ from kernelvet import load_problem, spawn
 from kernelvet.practice import by_name, kernels
 
 from gpu_bench import _dobench_stamped, _flush_us   # bench/ is this script's directory
+
+
+def one_placement(rnd: random.Random) -> dict:
+    """A random pad, then the operands; do_bench twice on each kernel. Everything is freed after."""
+    small = [torch.empty(256 << 10, dtype=torch.uint8, device="cuda") for _ in range(rnd.randrange(8))]
+    large = torch.empty(rnd.randrange(0, 64) << 21, dtype=torch.uint8, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(256, 256, device="cuda", generator=g)
+    b = torch.randn(256, 256, device="cuda", generator=g)
+    row = {"small_pad": len(small), "large_pad_mib": large.numel() >> 20, "torch_us": [], "triton_us": [],
+           "triton_host_gap_us": []}
+    for _ in range(2):
+        row["torch_us"].append(triton.testing.do_bench(lambda: torch.mm(a, b), warmup=25, rep=100,
+                                                       return_mode="median") * 1e3)
+        times, gaps = _dobench_stamped(lambda: kernels.matmul(a, b, ieee=True))
+        row["triton_us"].append(statistics.median(times) * 1e3)
+        row["triton_host_gap_us"].append(statistics.median(gaps))
+    return row
 
 
 def main() -> None:
@@ -39,22 +58,8 @@ def main() -> None:
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "flush_us": flush_us, "placements": [], "kernelvet": []}
     for p in range(placements):
-        small = [torch.empty(256 << 10, dtype=torch.uint8, device="cuda") for _ in range(rnd.randrange(8))]
-        large = torch.empty(rnd.randrange(0, 64) << 21, dtype=torch.uint8, device="cuda")
-        g = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn(256, 256, device="cuda", generator=g)
-        b = torch.randn(256, 256, device="cuda", generator=g)
-        row = {"small_pad": len(small), "large_pad_mib": large.numel() >> 20, "torch_us": [], "triton_us": [],
-               "triton_host_gap_us": []}
-        for _ in range(2):
-            row["torch_us"].append(triton.testing.do_bench(lambda: torch.mm(a, b), warmup=25, rep=100,
-                                                           return_mode="median") * 1e3)
-            times, gaps = _dobench_stamped(lambda: kernels.matmul(a, b, ieee=True))
-            row["triton_us"].append(statistics.median(times) * 1e3)
-            row["triton_host_gap_us"].append(statistics.median(gaps))
-        res["placements"].append(row)
-        print(p, row, flush=True)
-        del small, large, a, b
+        res["placements"].append(one_placement(rnd))
+        print(p, res["placements"][-1], flush=True)
         torch.cuda.empty_cache()
         if p % 2 == 1:
             rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
@@ -64,6 +69,7 @@ def main() -> None:
                       "torch_us": statistics.median(rep.timing.reference_raw_ms) * 1e3}
                 res["kernelvet"].append(kv)
                 print("kernelvet", kv, flush=True)
+            time.sleep(2.0)   # the next vet's worker starts CUDA now: not while do_bench runs
     pl, kv = res["placements"], res["kernelvet"]
     torch_db = [statistics.median(r["torch_us"]) for r in pl]
     triton_db = [statistics.median([t for t, gap in zip(r["triton_us"], r["triton_host_gap_us"])
