@@ -33,7 +33,6 @@ import select
 import signal
 import socket
 import sys
-import threading
 import time
 
 from . import containment, reaper
@@ -109,16 +108,6 @@ def _hash_triton() -> None:
             return
 
 
-def _import_triton(steps) -> None:
-    try:
-        import triton  # noqa: F401
-        steps.done("import triton")
-        _hash_triton()
-        steps.done("triton hash")
-    except Exception:  # noqa: BLE001 - a broken triton install must not stop CPU vets
-        pass
-
-
 class _Steps(dict):
     """Seconds each start-up step took, sent with "ready" (`kernelvet check --verbose` prints them)."""
 
@@ -134,17 +123,16 @@ class _Steps(dict):
 def serve(ctl_fd: int) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     steps = _Steps()
-    # Paid once here, not per candidate. Triton (optional; it does not import torch) is imported
-    # and hashed beside torch's import: the hash is file reads and SHA-256, which release the GIL.
-    # The thread ends before "ready", so nothing is ever forked while it runs.
-    triton_steps = _Steps()
-    beside = threading.Thread(target=_import_triton, args=(triton_steps,), name="kernelvet-triton")
-    beside.start()
+    # Paid once here, not per candidate. Triton is optional.
     import torch  # noqa: F401
     steps.done("import torch")
-    beside.join()
-    steps.done("waiting for triton")
-    steps.update({f"{k} (beside torch)": v for k, v in triton_steps.items()})
+    try:
+        import triton  # noqa: F401
+        steps.done("import triton")
+        _hash_triton()
+        steps.done("triton hash")
+    except Exception:  # noqa: BLE001 - a broken triton install must not stop CPU vets
+        pass
     import kernelvet.worker
     steps.done("import worker")
     # The first TorchDispatchMode in a process pays lazy imports (torch._dynamo no longer: see
