@@ -1,0 +1,90 @@
+"""Session diagnostic (H200, session 9): kernelvet's per-rep times of torch.mm at 256^3 alternate
+by rep parity (even and odd reps ~1 us apart in every report of session 9), and their median sits
+in the trough between the two modes; the Triton GEMM's do not. Is it kernelvet's holding each
+rep's output until its batch is verified (consecutive outputs in different allocator blocks;
+do_bench's output block is reused every call)?
+
+Per-rep times, with the medians of even and odd reps, for:
+  dobench        do_bench's own (return_mode="all")
+  free           do_bench's loop (int32 256 MB flush, events per rep, one sync at the end)
+  hold           the same, each output kept until a sync every 32 reps (kernelvet's batches)
+  hold+clone     and the inputs read (a clone each) before the flush, as kernelvet does
+and kernelvet's reference times from a vet. Both kernels: torch.mm and the Triton GEMM.
+Usage: python bench/diag_parity.py OUT.json
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+import triton
+
+import kernelvet
+from kernelvet import load_problem, spawn
+from kernelvet.practice import by_name, kernels
+
+ROUNDS, REPS, BATCH = 3, 1000, 32
+
+
+def split(times_ms) -> dict:
+    us = [t * 1e3 for t in times_ms]
+    return {"median": statistics.median(us), "even": statistics.median(us[0::2]), "odd": statistics.median(us[1::2])}
+
+
+def loop(fn, flush, hold: bool, clone: bool, inputs) -> list[float]:
+    events, held, times = [], [], []
+    for i in range(REPS):
+        if clone:
+            for x in inputs:
+                x.clone()
+        flush.zero_()
+        st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        st.record()
+        out = fn()
+        en.record()
+        events.append((st, en))
+        if hold:
+            held.append(out)
+            if len(held) >= BATCH:
+                en.synchronize()
+                held.clear()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in events]
+
+
+def main() -> None:
+    dest = sys.argv[1]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(256, 256, device="cuda", generator=g)
+    b = torch.randn(256, 256, device="cuda", generator=g)
+    flush = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    fns = {"torch": lambda: torch.mm(a, b), "triton": lambda: kernels.matmul(a, b, ieee=True)}
+    launcher = spawn.shared_launcher()
+    prob = load_problem("matmul", (256, 256, 256))
+    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+           "rounds": []}
+    for r in range(ROUNDS):
+        row = {}
+        for name, fn in fns.items():
+            row[f"{name}/dobench"] = split(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all"))
+            for variant, hold, clone in (("free", False, False), ("hold", True, False), ("hold+clone", True, True)):
+                row[f"{name}/{variant}"] = split(loop(fn, flush, hold, clone, (a, b)))
+        rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
+        if rep.timing:
+            row["torch/kernelvet"] = split(rep.timing.reference_raw_ms)
+            row["triton/kernelvet"] = split(rep.timing.raw_ms)
+        res["rounds"].append(row)
+        for k, v in row.items():
+            print(r, f"{k:20s} median {v['median']:.2f} even {v['even']:.2f} odd {v['odd']:.2f}", flush=True)
+        torch.cuda.synchronize()
+        time.sleep(2.0)   # the next vet's worker starts CUDA now: not while the loops run
+    with open(dest, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
