@@ -35,7 +35,7 @@ def split(times_ms) -> dict:
 
 
 def loop(fn, flush, hold: bool, clone: bool, inputs) -> list[float]:
-    events, held, times = [], [], []
+    events, held = [], []
     for i in range(REPS):
         if clone:
             for x in inputs:
