@@ -9,7 +9,9 @@ Per-rep times, with the medians of even and odd reps, for:
   free           do_bench's loop (int32 256 MB flush, events per rep, one sync at the end)
   hold           the same, each output kept until a sync every 32 reps (kernelvet's batches)
   hold+clone     and the inputs read (a clone each) before the flush, as kernelvet does
-and kernelvet's reference times from a vet. Both kernels: torch.mm and the Triton GEMM.
+and kernelvet's times from a vet (torch.mm: its reference timing), as it is and with
+`Settings(reps_per_sync=1)` (each rep's output verified and freed before the next rep).
+Both kernels: torch.mm and the Triton GEMM.
 Usage: python bench/diag_parity.py OUT.json
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ import triton
 
 import kernelvet
 from kernelvet import load_problem, spawn
+from kernelvet.judge import Settings
 from kernelvet.practice import by_name, kernels
 
 ROUNDS, REPS, BATCH = 3, 1000, 32
@@ -73,10 +76,13 @@ def main() -> None:
             row[f"{name}/dobench"] = split(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all"))
             for variant, hold, clone in (("free", False, False), ("hold", True, False), ("hold+clone", True, True)):
                 row[f"{name}/{variant}"] = split(loop(fn, flush, hold, clone, (a, b)))
-        rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
-        if rep.timing:
-            row["torch/kernelvet"] = split(rep.timing.reference_raw_ms)
-            row["triton/kernelvet"] = split(rep.timing.raw_ms)
+        for label, settings in (("kernelvet", None), ("kernelvet-sync1", Settings(reps_per_sync=1))):
+            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
+                                audit="never", settings=settings)
+            if rep.timing:
+                row[f"torch/{label}"] = split(rep.timing.reference_raw_ms)
+                row[f"triton/{label}"] = split(rep.timing.raw_ms)
+            time.sleep(2.0)
         res["rounds"].append(row)
         for k, v in row.items():
             print(r, f"{k:20s} median {v['median']:.2f} even {v['even']:.2f} odd {v['odd']:.2f}", flush=True)

@@ -12,7 +12,7 @@ from kernelvet.ids import ALL_CHECKS, CheckId
 from kernelvet.practice import CORPUS, entries
 from kernelvet.report import Verdict
 
-from .matrix import ablatable, assert_passes, assert_rejected, assert_waiving_lets_it_through
+from .matrix import ablatable, assert_passes, assert_rejected, assert_waiving_lets_it_through, failed, vet_entry
 
 CPU_CHEATS = entries("cpu", "cheat")
 CPU_HONEST = entries("cpu", "honest")
@@ -67,3 +67,33 @@ def test_triton_kernels_pass_on_cpu_under_the_interpreter(name, monkeypatch):
     finally:
         launcher.close()
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+
+
+@pytest.mark.parametrize("name", ["broadcast_matmul", "racy_accumulate"])
+def test_one_timed_rep_per_sync_still_verifies_every_output(name):
+    """`reps_per_sync=1`: each timed rep's output is read, verified and freed before the next rep
+    (the allocator then reuses one block for every output, as under do_bench). The honest kernel
+    still passes; a cheat whose timed outputs differ from run to run is still rejected by
+    `determinism` alone."""
+    from kernelvet.judge import Settings
+    from kernelvet.practice import by_name
+    entry = by_name(name)
+    report = vet_entry(entry, "cpu", settings=Settings(early_exit=False, reps_per_sync=1))
+    if entry.kind == "honest":
+        assert report.verdict is Verdict.PASS and report.timing.reps >= 10, [f.summary for f in report.failed]
+    else:
+        assert failed(report) == {CheckId.DETERMINISM}, [f.summary for f in report.failed]
+
+
+def test_reps_per_sync_below_one_is_a_usage_error():
+    from kernelvet.errors import UsageError
+    from kernelvet.judge import Settings
+    from kernelvet.practice import by_name
+    with pytest.raises(UsageError, match="reps_per_sync"):
+        vet(by_name("relu").path, "relu", device="cpu", settings=Settings(reps_per_sync=0))
+
+
+def test_reps_per_sync_reaches_the_worker():
+    from kernelvet import judge, worker
+    body = judge._time_body([1, 2, 3], judge.Settings(reps_per_sync=4))
+    assert body["reps_per_sync"] == 4 and set(body) <= worker.REQUESTS["time"]

@@ -56,6 +56,8 @@ class Settings:
                                   # finishing later leaves a wrong output when the judge reads it)
     flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2 (at least 256 MiB)
     early_exit: bool = True       # stop the plan as soon as a check fails (no timing of a rejected candidate)
+    reps_per_sync: int = 32       # timed reps queued between device-wide syncs (CUDA), at most; each sync
+                                  # reads their clocks and verifies, then frees, their outputs
 
 
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
@@ -89,6 +91,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     settings = settings or Settings()
     if settings.fresh_sets < 3:
         raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
+    if settings.reps_per_sync < 1:
+        raise UsageError("reps_per_sync must be at least 1")
     if audit not in AUDIT_MODES:
         raise UsageError(f"--audit {audit!r}: expected one of {', '.join(AUDIT_MODES)}")
     t_start = time.monotonic()
@@ -395,7 +399,8 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
             "min_reps": min(reps or settings.min_reps, settings.min_reps),
             "budget_ms": settings.budget_ms if budget_ms is None else budget_ms,
             "warmup": settings.warmup_calls if warmup is None else warmup,
-            "null_reps": settings.null_reps if null_reps is None else null_reps}
+            "null_reps": settings.null_reps if null_reps is None else null_reps,
+            "reps_per_sync": settings.reps_per_sync}
 
 
 def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> dict:

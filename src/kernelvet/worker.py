@@ -36,7 +36,7 @@ REQUESTS = {
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
     "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms",
-                       "null_reps"}),
+                       "null_reps", "reps_per_sync"}),
     "loop": frozenset({"set", "n", "null"}),
     "probe": frozenset({"set", "sleep_ms"}),
     "audit": frozenset({"set", "sleep_ms"}),
@@ -463,9 +463,10 @@ class Worker:
         per_call = max((bound.pc() - t0) / max(i, 1), 1e-6)
         expected = max(min(reps, int(budget_s / per_call)), min_reps)
         spacing = max(1, expected // (len(unseen) + 1))
-        # Reps read per sync: up to SYNC_EVERY, and few enough that the run ends near its budget
-        # (the host stops queueing on its own clock, so one batch may run past it).
-        rec = _Reps(self, sync_every=max(1, min(_Reps.SYNC_EVERY, int(budget_s / per_call / 4))),
+        # Reps read per sync: up to the judge's reps_per_sync, and few enough that the run ends
+        # near its budget (the host stops queueing on its own clock, so one batch may run past it).
+        per_sync = int(b.get("reps_per_sync", _Reps.SYNC_EVERY))
+        rec = _Reps(self, sync_every=max(1, min(per_sync, int(budget_s / per_call / 4))),
                     lead_s=_Reps.lead_for(host_s))
         t_begin = bound.pc()
         r = 0
