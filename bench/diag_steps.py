@@ -24,7 +24,6 @@ Usage: python bench/diag_steps.py OUT.json [--kernel=torch|triton] [--what=steps
 """
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -36,6 +35,8 @@ import kernelvet
 from kernelvet import devices, load_problem, spawn
 from kernelvet.judge import FLUSH_MIN_BYTES
 from kernelvet.practice import by_name, kernels
+
+from diag_order import lead_like_kernelvet, write_rounds   # bench/ is this script's directory
 
 ROUNDS, SYNC_EVERY = 5, 32
 STEPS = ("u8", "batches", "spin", "touch")
@@ -100,14 +101,7 @@ def main() -> None:
     pk = devices.peaks(devices.describe(torch.device("cuda")))
     bufs = {"i32": triton.runtime.driver.active.get_empty_cache_for_benchmark(),
             "u8": torch.empty(max(int(2 * pk.l2_bytes), FLUSH_MIN_BYTES), dtype=torch.uint8, device="cuda")}
-    host = []
-    for _ in range(50):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        host.append(time.perf_counter() - t)
-    lead_s = min(1.25 * sorted(host)[44] + 10e-6, 2e-3)
-    lead_cycles = int(lead_s * torch.cuda.get_device_properties(0).clock_rate * 1e3)
+    _, lead_s, lead_cycles = lead_like_kernelvet(fn)
     # as many reps as do_bench takes for its 100 ms
     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     st.record()
@@ -144,11 +138,7 @@ def main() -> None:
         row["dobench_after"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
         res["rounds"].append(row)
         print(r, " ".join(f"{k}={v * 1e3:.2f}" for k, v in row.items() if isinstance(v, float)), flush=True)
-    keys = [k for k in res["rounds"][0]]
-    res["median_us"] = {k: statistics.median(x[k] for x in res["rounds"] if x[k] is not None) * 1e3 for k in keys}
-    print(json.dumps(res["median_us"], indent=1))
-    with open(dest, "w") as fh:
-        json.dump(res, fh, indent=1)
+    write_rounds(res, dest)
 
 
 if __name__ == "__main__":
