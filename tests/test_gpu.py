@@ -81,3 +81,11 @@ def test_judge_gives_device_memory_back():
     # in a 64 MiB segment, depending on what ran before). No tensor of the vet, no idle cache.
     assert allocated - before < one_tensor, torch.cuda.memory_summary()
     assert reserved - allocated < one_tensor, torch.cuda.memory_summary()
+
+
+def test_the_judges_warm_up_runs_on_cuda():
+    """The CLI's warm-up of the judge's device (cuBLAS's handle, the checks' kernels) on CUDA."""
+    import torch
+    from kernelvet import judge
+    judge.warm_judge("cuda")
+    assert torch.cuda.is_initialized()

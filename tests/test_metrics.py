@@ -89,3 +89,17 @@ def test_ulp_stats_of_honest_float32_are_small():
     a, b = torch.randn(128, 128, generator=g), torch.randn(128, 128, generator=g)
     stats = metrics.ulp_stats(a @ b, _matmul64(a, b), torch.float32)
     assert stats["ulp_median"] < 50
+
+
+def test_the_judges_warm_up_runs_every_metric_and_never_raises_for_a_bad_device(monkeypatch):
+    """`warm_judge` (the CLI's, while its launcher starts) runs each metric on a tiny tensor of each
+    output dtype; a device that does not resolve is left for the vet to report."""
+    from kernelvet import judge
+    ran = []
+    for name in ("rel_error", "ulp_stats", "rel_distance", "same_bits", "poison_count"):
+        real = getattr(metrics, name)
+        monkeypatch.setattr(metrics, name, lambda *a, _real=real, _name=name: ran.append(_name) or _real(*a))
+    judge.warm_judge("cpu")
+    assert sorted(set(ran)) == ["poison_count", "rel_distance", "rel_error", "same_bits", "ulp_stats"]
+    assert len(ran) == 15
+    judge.warm_judge("no-such-device")   # returns; the vet says what is wrong with it

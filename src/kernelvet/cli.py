@@ -106,7 +106,8 @@ def _cmd_check(args) -> int:
     from .problem import load_problem
     start.marks["torch imported"] = time.monotonic() - t0
     prob = load_problem(args.ref, args.shape, args.dtype)
-    _start_judge_device(args.device)   # while the launcher still imports Triton
+    from .judge import warm_judge
+    warm_judge(args.device)   # while the launcher still imports Triton
     start.marks["judge's device started"] = time.monotonic() - t0
     launcher = start.result()
     start.marks["vet began"] = time.monotonic() - t0
@@ -189,19 +190,6 @@ class _EarlyStart(threading.Thread):
         if isinstance(self.error, UsageError) or (self.error is not None and not self.launcher.ready):
             raise self.error
         return self.launcher
-
-
-def _start_judge_device(device: str) -> None:
-    """The judge computes its float64 references on the device: its CUDA start-up now, not on
-    the vet's clock. (A bad --device is reported by the vet, as always.)"""
-    import torch
-    from .devices import resolve
-    try:
-        dev = resolve(device)
-    except UsageError:
-        return
-    if dev.type == "cuda":
-        torch.zeros(1, device=dev)
 
 
 def _launcher(sandbox: str, wait: bool = True):

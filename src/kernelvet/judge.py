@@ -67,6 +67,28 @@ UNSEEN_AGAIN = 2       # re-measurements of pairs that said "remembers answers",
 FLUSH_MIN_BYTES = 256 << 20
 
 
+def warm_judge(device: str = "auto") -> None:
+    """The judge's first-use costs on its device, paid now on tiny tensors: the CUDA context,
+    cuBLAS's handle (the float64 references) and the kernels the checks compare with (CUDA loads
+    each one the first time it runs). The CLI calls this while its launcher starts, `kernelvet
+    serve` before it listens; otherwise the first vet pays them. A bad device is the vet's to report."""
+    try:
+        dev = devices.resolve(device)
+    except UsageError:
+        return
+    ref = torch.ones(8, 8, device=dev, dtype=torch.float64)
+    torch.mm(ref, ref)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        out = ref.to(dtype)
+        metrics.rel_error(out, ref)
+        metrics.ulp_stats(out, ref, dtype)
+        metrics.rel_distance(out, ref)
+        metrics.same_bits(out, out.clone())
+        metrics.poison_count(out, (metrics.nan_poison_word(dtype, 1),))
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
         timeout: float = 300.0, allow=(), settings: Settings | None = None,
         launcher: spawn.Launcher | None = None, audit: str = "auto", prepare_next: bool = True) -> Report:
