@@ -232,6 +232,8 @@ TAMPER = {
                  "    if 'times_ms' in body:\n        body['times_ms'] = [t / 30 for t in body['times_ms']]\n"
                  "    body['integrity'] = {'moved': [], 'changed': {}}\n    return real(sock, type_, body, tensors)\n"
                  "proto.send = send"),
+    # The kernel audit's trace forged at its source: what the profiler returns when it stops.
+    "profiler": "import torch.autograd.profiler as ap\nap._disable_profiler = lambda *a, **k: None",
 }
 
 

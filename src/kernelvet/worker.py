@@ -70,6 +70,9 @@ class _Bound:
         "torch.cuda.empty_cache": (torch.cuda, "empty_cache"),
         "torch.cuda._sleep": (torch.cuda, "_sleep"),
         "torch.autograd.profiler.profile": (torch.autograd.profiler, "profile"),
+        # what that profile calls, looked up in its module when it runs: a forged trace goes there
+        **{f"torch.autograd.profiler.{f}": (torch.autograd.profiler, f)
+           for f in ("_prepare_profiler", "_enable_profiler", "_disable_profiler") if hasattr(torch.autograd.profiler, f)},
         "threading.enumerate": (threading, "enumerate"),
         "threading.active_count": (threading, "active_count"),
         "torch.equal": (torch, "equal"), "torch.empty": (torch, "empty"),
