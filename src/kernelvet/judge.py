@@ -56,8 +56,8 @@ class Settings:
                                   # finishing later leaves a wrong output when the judge reads it)
     flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2 (at least 256 MiB)
     early_exit: bool = True       # stop the plan as soon as a check fails (no timing of a rejected candidate)
-    reps_per_sync: int = 32       # timed reps queued between device-wide syncs (CUDA), at most; each sync
-                                  # reads their clocks and verifies, then frees, their outputs
+    reps_per_sync: int = 32       # timed reps between syncs, at most; each sync reads their clocks (CUDA:
+                                  # device-wide) and verifies, then frees, their outputs (CPU too)
 
 
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
