@@ -1,4 +1,4 @@
-"""Session diagnostic (H200; written in session 9, not yet run): is the device's SM clock what moves
+"""Session diagnostic (H200; written in session 9, run in session 10): is the device's SM clock what moves
 kernelvet's 256^3 readings away from do_bench's?
 
 Session 9 (results/2026-11-30-h200-s9, calls 5-6): torch.mm at 256^3 read 12.0-12.35 us in
@@ -63,22 +63,26 @@ def sampled(handle, fn):
     return out, s.summary()
 
 
-def spin_mhz(flush, sync_every: int, n: int = 400) -> float:
-    """SM clock as a kernel sees it: SPIN_CYCLES of torch.cuda._sleep timed by events after each
-    flush, queued with a sync every `sync_every` reps (do_bench: never; kernelvet: 32)."""
+def spin_ms(flush, sync_every: int, cycles: int = SPIN_CYCLES, n: int = 400) -> float:
+    """Median event time (ms) of `cycles` of torch.cuda._sleep after each flush, queued with a
+    sync every `sync_every` reps (do_bench: never, 0; kernelvet: 32)."""
     pending = []
     for i in range(n):
         st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         flush.zero_()
         st.record()
-        torch.cuda._sleep(SPIN_CYCLES)
+        torch.cuda._sleep(cycles)
         en.record()
         pending.append((st, en))
         if sync_every and len(pending) % sync_every == 0:
             torch.cuda.synchronize()
     torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in pending]
-    return SPIN_CYCLES / (statistics.median(times) * 1e3)
+    return statistics.median(s.elapsed_time(e) for s, e in pending)
+
+
+def spin_mhz(flush, sync_every: int) -> float:
+    """SM clock as a kernel sees it (launch overhead included): SPIN_CYCLES over their event time."""
+    return SPIN_CYCLES / (spin_ms(flush, sync_every) * 1e3)
 
 
 def main() -> None:

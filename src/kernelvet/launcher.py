@@ -26,7 +26,6 @@ launcher did to it, if anything.
 from __future__ import annotations
 
 import gc
-import importlib
 import json
 import os
 import select
@@ -97,17 +96,6 @@ class _Job:
         return None
 
 
-def _hash_triton() -> None:
-    """Triton keys its kernel cache on a hash of its own installation, libtriton (~500 MB)
-    included: 0.3-0.4 s the first time a process compiles or loads a kernel, then cached in that
-    process. Pay it here, once, for every worker forked after (file reads only: no CUDA)."""
-    for name in ("triton.runtime.cache", "triton.compiler.compiler"):   # where Triton 3.x keeps it
-        key = getattr(importlib.import_module(name), "triton_key", None)
-        if key is not None:
-            key()
-            return
-
-
 class _Steps(dict):
     """Seconds each start-up step took, sent with "ready" (`kernelvet check --verbose` prints them)."""
 
@@ -129,8 +117,9 @@ def serve(ctl_fd: int) -> None:
     try:
         import triton  # noqa: F401
         steps.done("import triton")
-        _hash_triton()
-        steps.done("triton hash")
+        # Triton's cache key, paid here once for every worker forked after (file reads, no CUDA)
+        from . import triton_key
+        steps.done(f"triton hash ({triton_key.prepare()})")
     except Exception:  # noqa: BLE001 - a broken triton install must not stop CPU vets
         pass
     import kernelvet.worker

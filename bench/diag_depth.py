@@ -1,0 +1,72 @@
+"""Session diagnostic (H200, session 10): does the depth of the queued reps move the 256^3 reading?
+
+Session 10's diag_clock run: NVML read the SM clock at 1980 MHz throughout do_bench and
+kernelvet, so the offset is not a clock state NVML sees. But a fixed spin (torch.cuda._sleep)
+timed between events read longer the deeper the reps were queued: 20000 cycles took 12.8 us
+synced every rep, 13.4 us synced every 32 and 13.2-13.6 never synced (do_bench's way). Here:
+  spin         two cycle counts per queue depth: the slope is the SM clock the kernel runs at,
+               the intercept the event-to-event overhead around one kernel
+  do_bench     torch.mm and the Triton GEMM, 256^3
+  kernelvet    vets of the Triton GEMM (its torch reference timed beside it) with reps_per_sync
+               32 (default), 256 and 4096 (the worker caps a batch at a quarter of its budget's
+               reps, ~300 here: so at least two syncs among the ~500 timed reps)
+alternating, several rounds, one process.
+Usage: python bench/diag_depth.py OUT.json
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+import torch
+import triton
+
+import kernelvet
+from kernelvet import load_problem, spawn
+from kernelvet.judge import Settings
+from kernelvet.practice import by_name, kernels
+
+from diag_clock import spin_ms   # bench/ is this script's directory
+
+ROUNDS, CYCLES, DEPTHS = 4, (10_000, 40_000), (0, 32, 1)
+PER_SYNC = (32, 256, 4096)
+
+
+def main() -> None:
+    dest = sys.argv[1]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(256, 256, device="cuda", generator=g)
+    b = torch.randn(256, 256, device="cuda", generator=g)
+    flush = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    launcher = spawn.shared_launcher()
+    prob = load_problem("matmul", (256, 256, 256))
+    fns = {"torch": lambda: torch.mm(a, b), "triton": lambda: kernels.matmul(a, b, ieee=True)}
+    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+           "rounds": []}
+    for r in range(ROUNDS):
+        row = {}
+        for name, fn in fns.items():
+            row[f"do_bench {name} us"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+        for per_sync in PER_SYNC:
+            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
+                                audit="never", settings=Settings(reps_per_sync=per_sync))
+            if rep.timing:
+                row[f"kernelvet/{per_sync} triton us"] = rep.timing.median_ms * 1e3
+                row[f"kernelvet/{per_sync} torch us"] = statistics.median(rep.timing.reference_raw_ms) * 1e3
+        for depth in DEPTHS:
+            t = [spin_ms(flush, depth, c) * 1e3 for c in CYCLES]
+            slope = (t[1] - t[0]) / (CYCLES[1] - CYCLES[0])   # us per cycle
+            row[f"spin sync/{depth} MHz"] = 1 / slope
+            row[f"spin sync/{depth} overhead us"] = t[0] - CYCLES[0] * slope
+        res["rounds"].append(row)
+        print(r, json.dumps({k: round(v, 3) for k, v in row.items()}), flush=True)
+    res["medians"] = {k: statistics.median(r[k] for r in res["rounds"] if k in r) for k in res["rounds"][0]}
+    print("medians", json.dumps({k: round(v, 3) for k, v in res["medians"].items()}), flush=True)
+    with open(dest, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
