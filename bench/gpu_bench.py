@@ -14,7 +14,10 @@
 3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold and
    through `kernelvet serve`.
 
-Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,kernel,big] [--pin=CPU]
+4. do_bench against itself (--parts=processes): its medians in several fresh processes, the noise
+   floor of any comparison with it.
+
+Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,kernel,processes,big] [--pin=CPU]
        python bench/gpu_bench.py --table OUT_DIR/gpu-bench.json   (the table again, from its results)
   (small: 256, 1024 and the softmax; big: 4096 and 8192; kernel: the 256^3 GEMM's CUPTI kernel
   duration beside do_bench and kernelvet; --quick leaves out big; --pin=CPU holds the thread that
@@ -266,6 +269,45 @@ def _served_row(check: list, env: dict, sock: str, dest: str) -> dict:
             "start_up": served[-1] if served else "", "tail": proc.stdout[-1500:] + proc.stderr[-500:]}
 
 
+_DOBENCH_IN_A_PROCESS = """
+import json, statistics, sys, torch, triton
+from kernelvet.practice import kernels
+n = int(sys.argv[1])
+g = torch.Generator(device="cuda").manual_seed(0)
+a, b = (torch.randn(n, n, device="cuda", generator=g) for _ in range(2))
+torch.backends.cuda.matmul.allow_tf32 = False
+fns = {"triton": lambda: kernels.matmul(a, b, ieee=True), "torch": lambda: torch.mm(a, b)}
+print(json.dumps({k: [triton.testing.do_bench(f, warmup=25, rep=100, return_mode="median") for _ in range(3)]
+                  for k, f in fns.items()}))
+"""
+
+
+def process_rows(sizes=(256, 1024), processes: int = 3) -> list[dict]:
+    """do_bench against itself: three do_bench runs in each of several fresh processes, the GEMM
+    and torch.mm. How far its median moves from one process to the next is the noise floor of
+    any comparison with it (the launch-bound 256^3 above all); 1024^3 as the control."""
+    rows = []
+    for n in sizes:
+        runs = []
+        for _ in range(processes):
+            done = subprocess.run([sys.executable, "-c", _DOBENCH_IN_A_PROCESS, str(n)], capture_output=True,
+                                  text=True, timeout=120)
+            if done.returncode != 0:
+                runs.append({"error": done.stderr[-500:]})
+                continue
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        row = {"shape": [n, n, n], "processes": runs}
+        for k in ("triton", "torch"):
+            meds = [statistics.median(r[k]) for r in runs if k in r]
+            if meds:
+                row[f"{k}_spread"] = max(meds) / min(meds)
+        rows.append(row)
+        print(f"do_bench in {processes} fresh processes, {n}^3: " + "; ".join(
+            f"{k} " + ", ".join(f"{statistics.median(r[k]) * 1e3:.2f}" for r in runs if k in r)
+            + f" us (max/min {row.get(k + '_spread', float('nan')):.3f})" for k in ("triton", "torch")), flush=True)
+    return rows
+
+
 def kernel_time_rows(launcher) -> list[dict]:
     """What the device itself says: the profiler's (CUPTI's) duration of the 256^3 GEMM kernel over
     200 flushed calls, beside do_bench and kernelvet (alternating, three times each, before the
@@ -339,6 +381,16 @@ def table(res: dict) -> str:
     for r in res["cli"]:
         out.append(f"| {r['what']} | {r['median_s']:.2f} | {', '.join(f'{w:.2f}' for w in r['wall_s'])} | "
                    f"{r['start_up'].split(': ', 1)[-1]} |")
+    if res.get("processes"):
+        out += ["", "## do_bench against itself: its median (us) in each of several fresh processes", "",
+                "| shape | Triton GEMM, per process | max/min | torch.mm, per process | max/min |",
+                "|---|---|---|---|---|"]
+        for r in res["processes"]:
+            cells = []
+            for k in ("triton", "torch"):
+                cells += [", ".join(f"{statistics.median(p[k]) * 1e3:.2f}" for p in r["processes"] if k in p),
+                          f"{r[k + '_spread']:.3f}" if k + "_spread" in r else "-"]
+            out.append(f"| {'x'.join(map(str, r['shape']))} | " + " | ".join(cells) + " |")
     if res.get("kernel_time"):
         out += ["", "## The 256^3 GEMM's own duration (CUPTI, median of 200 flushed calls) beside the two clocks",
                 "", "| run | CUPTI kernel us | do_bench us | do_bench host pace us | kernelvet us |",
@@ -386,6 +438,9 @@ def main() -> None:
         save()
     if "kernel" in parts:
         res["kernel_time"] = kernel_time_rows(launcher)
+        save()
+    if "processes" in parts:
+        res["processes"] = process_rows()
         save()
     if "big" in parts:
         timing_rows(launcher, timing_cases(True, quick), res["timing"], save)

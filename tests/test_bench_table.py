@@ -53,3 +53,14 @@ def test_rounds_past_the_third_count_on_both_sides():
     # two host-bound runs in three: two more rounds gave do_bench its third run not host-bound
     r = _row([17.70, 15.55, 12.99, 13.10, 12.80], [87, 84, 70, 66, 58], [12.22, 12.86, 12.86, 12.50, 12.70])
     assert gpu_bench._host_bound_cells(r) == f"2 of 5 | {12.70 / 12.99:.3f}"
+
+
+def test_do_bench_against_itself_is_tabled_per_process():
+    procs = [{"triton": [0.0122, 0.0124, 0.0125], "torch": [0.0117, 0.0118, 0.0119]},
+             {"triton": [0.0137, 0.0138, 0.0132], "torch": [0.0128, 0.0127, 0.0129]},
+             {"error": "CUDA error"}]
+    row = {"shape": [256, 256, 256], "processes": procs, "triton_spread": 0.0137 / 0.0124,
+           "torch_spread": 0.0128 / 0.0118}
+    table = gpu_bench.table({"device": "H200", "date": "d", "torch": "t", "triton": "x", "python": "p",
+                             "timing": [], "latency": [], "cli": [], "processes": [row]})
+    assert "| 256x256x256 | 12.40, 13.70 | 1.105 | 11.80, 12.80 | 1.085 |" in table
