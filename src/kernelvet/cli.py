@@ -107,6 +107,7 @@ def _cmd_check(args) -> int:
     start.marks["torch imported"] = time.monotonic() - t0
     prob = load_problem(args.ref, args.shape, args.dtype)
     from .judge import warm_judge
+    from . import render  # noqa: F401 - its import (rich's) too, while the launcher still starts
     warm_judge(args.device)   # while the launcher still imports Triton
     start.marks["judge's device started"] = time.monotonic() - t0
     launcher = start.result()
