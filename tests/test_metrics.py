@@ -92,14 +92,15 @@ def test_ulp_stats_of_honest_float32_are_small():
 
 
 def test_the_judges_warm_up_runs_every_metric_and_never_raises_for_a_bad_device(monkeypatch):
-    """`warm_judge` (the CLI's, while its launcher starts) runs each metric on a tiny tensor of each
-    output dtype; a device that does not resolve is left for the vet to report."""
+    """`warm_judge` (the CLI's, while its launcher starts) runs each metric on a 256 x 256 tensor of
+    each output dtype (past the small-tensor kernels: a real output's size); a device that does not
+    resolve is left for the vet to report."""
     from kernelvet import judge
     ran = []
     for name in ("rel_error", "ulp_stats", "rel_distance", "same_bits", "poison_count"):
         real = getattr(metrics, name)
-        monkeypatch.setattr(metrics, name, lambda *a, _real=real, _name=name: ran.append(_name) or _real(*a))
+        monkeypatch.setattr(metrics, name, lambda *a, _real=real, _name=name: ran.append((_name, a[0].numel())) or _real(*a))
     judge.warm_judge("cpu")
-    assert sorted(set(ran)) == ["poison_count", "rel_distance", "rel_error", "same_bits", "ulp_stats"]
-    assert len(ran) == 15
+    assert sorted({n for n, _ in ran}) == ["poison_count", "rel_distance", "rel_error", "same_bits", "ulp_stats"]
+    assert len(ran) == 15 and all(numel == 256 * 256 for _, numel in ran)
     judge.warm_judge("no-such-device")   # returns; the vet says what is wrong with it

@@ -75,3 +75,19 @@ def test_an_unwritable_cache_dir_still_computes(tmp_path, true_key):
     blocked.write_text("")
     got = _run(_PREPARE, str(blocked))
     assert got["how"] == "computed" and got["key"] == true_key
+
+
+def test_a_cli_check_never_imports_triton_in_the_judge(tmp_path):
+    """The judge runs no Triton code (its workers do); importing Triton for the report's version
+    alone cost a cold CLI's vet 0.3 s on the H200's host. The version is still reported."""
+    report = str(tmp_path / "report.json")
+    got = _run(f"""
+import importlib.metadata, json, sys
+from kernelvet import cli
+from kernelvet.practice import by_name
+code = cli.main(["check", by_name("broadcast_matmul").path, "--ref", "matmul", "--device", "cpu", "--json", {report!r}])
+print(json.dumps({{"code": code, "imported": "triton" in sys.modules, "installed": importlib.metadata.version("triton"),
+                  "reported": json.load(open({report!r}))["versions"].get("triton")}}))
+""", str(tmp_path))
+    assert got["code"] == 0 and not got["imported"], got
+    assert got["reported"] == got["installed"], got
