@@ -11,7 +11,8 @@
    round with the median of do_bench's runs that were not host-bound.
 2. Latency through the Python API with a warm launcher and a warm Triton cache: an honest 256^3
    Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
-3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold and
+3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold (in
+   PAIRS alternating pairs; what the CLI adds is the median of the pairs' differences) and
    through `kernelvet serve`.
 
 4. do_bench against itself (--parts=processes): its medians in several fresh processes, the noise
@@ -46,6 +47,7 @@ SIZES = (256, 1024, 4096, 8192)
 SOFTMAX = (4096, 4096)
 ROUNDS = 3      # alternating do_bench / kernelvet rounds compared (issue 4)
 MAX_ROUNDS = 8  # ... and at most this many, for do_bench to get ROUNDS runs that were not host-bound
+PAIRS = 5       # CLI: alternating (import torch, kernelvet check) pairs
 SPARE_S = 2.0   # after a vet, its successor's worker has started CUDA and its libraries by then
 
 
@@ -228,21 +230,40 @@ def cli_rows(dest: str) -> list[dict]:
     check = [py, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path, "--ref", "matmul", "--device", "cuda",
              "--verbose"]
     rows = []
-    for label, cmd, runs in [("python + import torch", [py, "-c", "import torch"], 3),
-                             ("python + import torch + CUDA init", [py, "-c", "import torch; torch.zeros(1, device='cuda')"], 1),
-                             ("kernelvet check (audit auto)", check + ["--json", os.path.join(dest, "cli-report.json")], 3),
-                             ("kernelvet check (audit never)", check + ["--audit", "never"], 1),
-                             ("kernelvet check (audit auto, sandbox off)", check + ["--sandbox", "off"], 1)]:
-        walls = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            walls.append(time.perf_counter() - t0)
+
+    def run(cmd) -> tuple[float, subprocess.CompletedProcess]:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        return time.perf_counter() - t0, proc
+
+    def add(label: str, walls: list, proc) -> None:
         start_up = [ln for ln in proc.stdout.splitlines() if ln.startswith("start-up")]
         rows.append({"what": label, "wall_s": walls, "median_s": statistics.median(walls), "rc": proc.returncode,
                      "start_up": start_up[-1] if start_up else "", "tail": proc.stdout[-1500:]})
         print(start_up[-1] if start_up else "", flush=True)
         print(f"{label}: {statistics.median(walls):.2f} s (rc {proc.returncode})", flush=True)
+
+    # The baseline and the check in pairs, alternating: the host's pace drifts between runs (import
+    # torch alone read 3.0-5.7 s in one session), and each pair's difference sees one pace.
+    base, cold = ("python + import torch", [py, "-c", "import torch"]), \
+        ("kernelvet check (audit auto)", check + ["--json", os.path.join(dest, "cli-report.json")])
+    walls, procs = {base[0]: [], cold[0]: []}, {}
+    for _ in range(PAIRS):
+        for label, cmd in (base, cold):
+            wall, last = run(cmd)
+            walls[label].append(wall)
+            procs[label] = last
+    add(base[0], walls[base[0]], procs[base[0]])
+    add(cold[0], walls[cold[0]], procs[cold[0]])
+    diffs = [c - b for b, c in zip(walls[base[0]], walls[cold[0]])]
+    rows.append({"what": "what the CLI adds: each pair's check minus its import torch", "wall_s": diffs,
+                 "median_s": statistics.median(diffs), "rc": None, "start_up": "", "tail": ""})
+    print(f"{rows[-1]['what']}: median {rows[-1]['median_s']:.2f} s of {[round(d, 2) for d in diffs]}", flush=True)
+    for label, cmd in [("python + import torch + CUDA init", [py, "-c", "import torch; torch.zeros(1, device='cuda')"]),
+                       ("kernelvet check (audit never)", check + ["--audit", "never"]),
+                       ("kernelvet check (audit auto, sandbox off)", check + ["--sandbox", "off"])]:
+        wall, proc = run(cmd)
+        add(label, [wall], proc)
     try:
         rows.append(_served_row(check, env, sock, dest))
     except Exception as exc:  # noqa: BLE001 - recorded; the cold rows above are kept
