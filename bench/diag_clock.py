@@ -23,9 +23,10 @@ import torch
 import triton
 
 import kernelvet
-from kernelvet import load_problem, spawn
 from kernelvet.judge import Settings
 from kernelvet.practice import by_name
+
+from diag_order import gemm_256   # bench/ is this script's directory
 
 ROUNDS, SPIN_CYCLES = 3, 20_000
 
@@ -89,18 +90,12 @@ def main() -> None:
     dest = sys.argv[1]
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-    torch.backends.cuda.matmul.allow_tf32 = False
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(256, 256, device="cuda", generator=g)
-    b = torch.randn(256, 256, device="cuda", generator=g)
-    flush = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    launcher = spawn.shared_launcher()
-    prob = load_problem("matmul", (256, 256, 256))
-    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rounds": []}
+    g = gemm_256()
+    flush, launcher, prob, res = g.flush, g.launcher, g.prob, g.res
     for r in range(ROUNDS):
         row = {}
         ms, row["do_bench clocks"] = sampled(handle, lambda: triton.testing.do_bench(
-            lambda: torch.mm(a, b), warmup=25, rep=100, return_mode="median"))
+            g.fns["torch"], warmup=25, rep=100, return_mode="median"))
         row["do_bench us"] = ms * 1e3
         for label, per_sync in (("kernelvet", 32), ("kernelvet 1 per sync", 1)):
             rep, row[f"{label} clocks"] = sampled(handle, lambda: kernelvet.vet(

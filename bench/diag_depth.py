@@ -19,15 +19,14 @@ import json
 import statistics
 import sys
 
-import torch
 import triton
 
 import kernelvet
-from kernelvet import load_problem, spawn
 from kernelvet.judge import Settings
-from kernelvet.practice import by_name, kernels
+from kernelvet.practice import by_name
 
 from diag_clock import spin_ms   # bench/ is this script's directory
+from diag_order import gemm_256
 
 ROUNDS, CYCLES, DEPTHS = 4, (10_000, 40_000), (0, 32, 1)
 PER_SYNC = (32, 256, 4096)
@@ -35,16 +34,8 @@ PER_SYNC = (32, 256, 4096)
 
 def main() -> None:
     dest = sys.argv[1]
-    torch.backends.cuda.matmul.allow_tf32 = False
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(256, 256, device="cuda", generator=g)
-    b = torch.randn(256, 256, device="cuda", generator=g)
-    flush = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    launcher = spawn.shared_launcher()
-    prob = load_problem("matmul", (256, 256, 256))
-    fns = {"torch": lambda: torch.mm(a, b), "triton": lambda: kernels.matmul(a, b, ieee=True)}
-    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-           "rounds": []}
+    g = gemm_256()
+    flush, launcher, prob, fns, res = g.flush, g.launcher, g.prob, g.fns, g.res
     for r in range(ROUNDS):
         row = {}
         for name, fn in fns.items():

@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import time
+import types
 
 import torch
 import triton
@@ -112,6 +113,22 @@ def main() -> None:
         res["rounds"].append(row)
         print(r, " ".join(f"{k}={v * 1e3:.2f}" for k, v in row.items() if isinstance(v, float)), flush=True)
     write_rounds(res, dest)
+
+
+def gemm_256():
+    """The 256^3 session diagnostics' common start: float32 operands on CUDA (seeded, no TF32),
+    do_bench's own flush buffer, the shared launcher, the matmul problem at 256^3, the two GEMMs
+    as do_bench calls them, and the results' header."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(256, 256, device="cuda", generator=g)
+    b = torch.randn(256, 256, device="cuda", generator=g)
+    flush = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    fns = {"torch": lambda: torch.mm(a, b), "triton": lambda: kernels.matmul(a, b, ieee=True)}
+    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+           "rounds": []}
+    return types.SimpleNamespace(a=a, b=b, flush=flush, launcher=spawn.shared_launcher(),
+                                 prob=load_problem("matmul", (256, 256, 256)), fns=fns, res=res)
 
 
 def write_rounds(res: dict, dest: str) -> None:

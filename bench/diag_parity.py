@@ -25,9 +25,10 @@ import torch
 import triton
 
 import kernelvet
-from kernelvet import load_problem, spawn
 from kernelvet.judge import Settings
-from kernelvet.practice import by_name, kernels
+from kernelvet.practice import by_name
+
+from diag_order import gemm_256   # bench/ is this script's directory
 
 ROUNDS, REPS, BATCH = 3, 1000, 32
 
@@ -60,22 +61,14 @@ def loop(fn, flush, hold: bool, clone: bool, inputs) -> list[float]:
 
 def main() -> None:
     dest = sys.argv[1]
-    torch.backends.cuda.matmul.allow_tf32 = False
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(256, 256, device="cuda", generator=g)
-    b = torch.randn(256, 256, device="cuda", generator=g)
-    flush = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    fns = {"torch": lambda: torch.mm(a, b), "triton": lambda: kernels.matmul(a, b, ieee=True)}
-    launcher = spawn.shared_launcher()
-    prob = load_problem("matmul", (256, 256, 256))
-    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-           "rounds": []}
+    g = gemm_256()
+    flush, launcher, prob, fns, res = g.flush, g.launcher, g.prob, g.fns, g.res
     for r in range(ROUNDS):
         row = {}
         for name, fn in fns.items():
             row[f"{name}/dobench"] = split(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all"))
             for variant, hold, clone in (("free", False, False), ("hold", True, False), ("hold+clone", True, True)):
-                row[f"{name}/{variant}"] = split(loop(fn, flush, hold, clone, (a, b)))
+                row[f"{name}/{variant}"] = split(loop(fn, flush, hold, clone, (g.a, g.b)))
         for label, settings in (("kernelvet", None), ("kernelvet-sync1", Settings(reps_per_sync=1))):
             rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
                                 audit="never", settings=settings)
