@@ -93,8 +93,9 @@ def test_bad_waivers_are_usage_errors(allow):
 
 
 def test_a_worker_starts_with_tritons_installation_hash_paid(write):
-    """The launcher hashes Triton's installation before it forks (0.3-0.4 s that each worker's first
-    kernel would otherwise pay); a worker finds the answer cached."""
+    """The launcher hashes Triton's installation, or installs the hash it stored, before it forks
+    (0.3-0.4 s that each worker's first kernel would otherwise pay); a worker finds the answer
+    cached, whichever way the launcher got it (see test_triton_key.py for both)."""
     pytest.importorskip("triton")
     body = honest_matmul("import triton.runtime.cache as c\nprint('KEYS', c.triton_key.cache_info().currsize, flush=True)")
     report = vet(write("key.py", MATMUL_HEADER + body), "matmul", device="cpu")

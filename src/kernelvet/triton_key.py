@@ -58,6 +58,7 @@ def _defining_module():
 def _install(mod, key: str) -> None:
     """`triton_key` answers `key` wherever Triton's modules look it up (imported or not yet)."""
     original, cached = mod.triton_key, functools.lru_cache()(lambda: key)
+    cached()   # answered (and counted in cache_info) before any worker forks, as a computed one is
     for name, m in list(sys.modules.items()):
         if (name == "triton" or name.startswith("triton.")) and getattr(m, "triton_key", None) is original:
             m.triton_key = cached
