@@ -16,7 +16,16 @@ set -u
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 COLUMNS=200
 OUT=${OUT:-/tmp/kv-out}
 mkdir -p "$OUT"
-pkill -f "[k]ernelvet\.(launcher|practice|worker)" 2>/dev/null   # leftovers of a killed earlier call
+# Leftovers of a killed earlier call: kernelvet's launchers, workers and practice runs, but never
+# this script or what called it (a caller's command line may name kernelvet.practice too).
+stop_leftovers() {
+  local mine=" " p=$$
+  while [ -n "$p" ] && [ "$p" -gt 1 ]; do mine+="$p "; p=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' '); done
+  for pid in $(pgrep -f "[k]ernelvet\.(launcher|practice|worker)"); do
+    case "$mine" in *" $pid "*) ;; *) kill "$pid" 2>/dev/null ;; esac
+  done
+}
+stop_leftovers
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
@@ -39,7 +48,7 @@ case "${1:-bench}" in
     timeout "$(left 250)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py \
       -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
     echo "tests exit $? after $((SECONDS - START)) s"; tail -16 "$OUT/gpu-tests.log"
-    pkill -f "[k]ernelvet\.(launcher|practice|worker)" 2>/dev/null
+    stop_leftovers
     timeout "$(left 0)" python3 -m kernelvet practice "${@:2}" --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; grep -E "^[0-9]+/[0-9]+ |cheats rejected" "$OUT/practice-cuda.txt" ;;
@@ -47,7 +56,7 @@ case "${1:-bench}" in
     timeout "$(left 170)" python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; tail -45 "$OUT/practice-cuda.txt"
-    pkill -f "[k]ernelvet\.(launcher|practice|worker)" 2>/dev/null
+    stop_leftovers
     timeout "$(left 65)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py \
       -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
     echo "tests exit $? after $((SECONDS - START)) s"; tail -22 "$OUT/gpu-tests.log"
