@@ -12,10 +12,15 @@ Per-rep times, with the medians of even and odd reps, for:
 and kernelvet's times from a vet (torch.mm: its reference timing), as it is and with
 `Settings(reps_per_sync=1)` (each rep's output verified and freed before the next rep).
 Both kernels: torch.mm and the Triton GEMM.
+Added in session 10 (not yet run), torch.mm only, into preallocated outputs taken in turn:
+  out1, out2, out32   1, 2 or 32 buffers (no allocation per rep)
+If out2 splits by parity and out1 does not, the split follows the output's address (held outputs
+alternate between allocator blocks); if neither splits, the allocation itself is what moves it.
 Usage: python bench/diag_parity.py OUT.json
 """
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import sys
@@ -59,6 +64,12 @@ def loop(fn, flush, hold: bool, clone: bool, inputs) -> list[float]:
     return [s.elapsed_time(e) for s, e in events]
 
 
+def into_outputs(a, b, k: int):
+    """torch.mm(a, b) into k preallocated outputs, one after the other."""
+    bufs, turn = [torch.empty_like(a) for _ in range(k)], itertools.count()
+    return lambda: torch.mm(a, b, out=bufs[next(turn) % k])
+
+
 def main() -> None:
     dest = sys.argv[1]
     g = gemm_256()
@@ -69,6 +80,8 @@ def main() -> None:
             row[f"{name}/dobench"] = split(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all"))
             for variant, hold, clone in (("free", False, False), ("hold", True, False), ("hold+clone", True, True)):
                 row[f"{name}/{variant}"] = split(loop(fn, flush, hold, clone, (g.a, g.b)))
+        for k in (1, 2, 32):
+            row[f"torch/out{k}"] = split(loop(into_outputs(g.a, g.b, k), flush, False, False, ()))
         for label, settings in (("kernelvet", None), ("kernelvet-sync1", Settings(reps_per_sync=1))):
             rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
                                 audit="never", settings=settings)
