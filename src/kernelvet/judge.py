@@ -18,6 +18,7 @@ The plan stops as soon as a check fails on the evidence so far (Settings.early_e
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import os
@@ -71,9 +72,9 @@ FLUSH_MIN_BYTES = 256 << 20
 
 
 def warm_judge(device: str = "auto") -> None:
-    """The judge's first-use costs on its device, paid now on tiny tensors: the CUDA context,
-    cuBLAS's handle (the float64 references) and the kernels the checks compare with (CUDA loads
-    each one the first time it runs). The CLI calls this while its launcher starts, `kernelvet
+    """The judge's first-use costs on its device, paid now: the CUDA context, cuBLAS's handle (the
+    float64 references) and the kernels the checks compare with (CUDA loads each one the first
+    time it runs). The CLI calls this while its launcher starts, `kernelvet
     serve` before it listens; otherwise the first vet pays them. A bad device is the vet's to report."""
     try:
         dev = devices.resolve(device)
@@ -736,6 +737,7 @@ def _versions() -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def _triton_version() -> str | None:
     """Triton's version, read from its package when the judge has not imported it: the judge runs
     no Triton code, and importing it here cost a cold CLI's vet 0.3 s on the H200's host."""

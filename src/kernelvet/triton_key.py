@@ -33,7 +33,9 @@ def _fingerprint(triton) -> str:
     root = os.path.dirname(os.path.abspath(triton.__file__))
     h = hashlib.sha256(f"{triton.__version__}\0{root}\0".encode())
     for d, dirs, files in os.walk(root):
-        dirs.sort()
+        # bytecode is derived from the sources fingerprinted here, and any process importing
+        # Triton may write more of it: leaving it out spares a recompute per new .pyc
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
         for name in sorted(files):
             p = os.path.join(d, name)
             try:
