@@ -4,10 +4,10 @@ per process) with its own TRITON_CACHE_DIR."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from .test_worker_bits import in_a_fresh_process
 
 pytest.importorskip("triton")
 
@@ -26,10 +26,7 @@ print(json.dumps({"key": triton_key._defining_module().triton_key()}))
 
 
 def _run(code: str, cache_dir: str) -> dict:
-    env = dict(os.environ, TRITON_CACHE_DIR=cache_dir)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(in_a_fresh_process(code, TRITON_CACHE_DIR=cache_dir).strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

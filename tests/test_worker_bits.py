@@ -71,21 +71,25 @@ assert not late, f"the first profiler session imported {late}"
 """
 
 
-def _in_a_fresh_process(code: str) -> None:
+def in_a_fresh_process(code: str, **env) -> str:
+    """Run `code` in a fresh Python (with `env` added to ours); it must succeed. Its stdout."""
+    import os
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
     assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 def test_dispatch_modes_leave_dynamo_unimported_until_a_candidate_compiles():
     """The launcher's first aten trace and the judge's first FLOP count no longer pay
     torch._dynamo's import (1.3 s each here); a candidate that compiles under the trace still
     compiles, and is still traced."""
-    _in_a_fresh_process(_TRACE_IN_A_FRESH_PROCESS)
+    in_a_fresh_process(_TRACE_IN_A_FRESH_PROCESS)
 
 
 def test_the_audits_profiler_leaves_inductor_unimported():
     """`torch.profiler.profile` imports Inductor and Dynamo on its start (5.7 s per audit in a
     fresh worker on the H200); the worker's trace, one level below it, records without them."""
-    _in_a_fresh_process(_PROFILE_IN_A_FRESH_PROCESS)
+    in_a_fresh_process(_PROFILE_IN_A_FRESH_PROCESS)
