@@ -91,7 +91,6 @@ def main() -> None:
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
     g = gemm_256()
-    flush, launcher, prob, res = g.flush, g.launcher, g.prob, g.res
     for r in range(ROUNDS):
         row = {}
         ms, row["do_bench clocks"] = sampled(handle, lambda: triton.testing.do_bench(
@@ -99,16 +98,16 @@ def main() -> None:
         row["do_bench us"] = ms * 1e3
         for label, per_sync in (("kernelvet", 32), ("kernelvet 1 per sync", 1)):
             rep, row[f"{label} clocks"] = sampled(handle, lambda: kernelvet.vet(
-                by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never",
+                by_name("triton_gemm_ieee").path, g.prob, device="cuda", launcher=g.launcher, audit="never",
                 settings=Settings(reps_per_sync=per_sync)))
             row[f"{label} reference us"] = statistics.median(rep.timing.reference_raw_ms) * 1e3 if rep.timing else None
             time.sleep(2.0)   # the next vet's worker starts CUDA now
         for label, per_sync in (("spin, never synced", 0), ("spin, synced every 32", 32), ("spin, synced every rep", 1)):
-            row[f"{label} MHz"] = spin_mhz(flush, per_sync)
-        res["rounds"].append(row)
+            row[f"{label} MHz"] = spin_mhz(g.flush, per_sync)
+        g.res["rounds"].append(row)
         print(r, json.dumps(row), flush=True)
     with open(dest, "w") as fh:
-        json.dump(res, fh, indent=1)
+        json.dump(g.res, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -35,28 +35,27 @@ PER_SYNC = (32, 256, 4096)
 def main() -> None:
     dest = sys.argv[1]
     g = gemm_256()
-    flush, launcher, prob, fns, res = g.flush, g.launcher, g.prob, g.fns, g.res
     for r in range(ROUNDS):
         row = {}
-        for name, fn in fns.items():
+        for name, fn in g.fns.items():
             row[f"do_bench {name} us"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
         for per_sync in PER_SYNC:
-            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
+            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, g.prob, device="cuda", launcher=g.launcher,
                                 audit="never", settings=Settings(reps_per_sync=per_sync))
             if rep.timing:
                 row[f"kernelvet/{per_sync} triton us"] = rep.timing.median_ms * 1e3
                 row[f"kernelvet/{per_sync} torch us"] = statistics.median(rep.timing.reference_raw_ms) * 1e3
         for depth in DEPTHS:
-            t = [spin_ms(flush, depth, c) * 1e3 for c in CYCLES]
+            t = [spin_ms(g.flush, depth, c) * 1e3 for c in CYCLES]
             slope = (t[1] - t[0]) / (CYCLES[1] - CYCLES[0])   # us per cycle
             row[f"spin sync/{depth} MHz"] = 1 / slope
             row[f"spin sync/{depth} overhead us"] = t[0] - CYCLES[0] * slope
-        res["rounds"].append(row)
+        g.res["rounds"].append(row)
         print(r, json.dumps({k: round(v, 3) for k, v in row.items()}), flush=True)
-    res["medians"] = {k: statistics.median(r[k] for r in res["rounds"] if k in r) for k in res["rounds"][0]}
-    print("medians", json.dumps({k: round(v, 3) for k, v in res["medians"].items()}), flush=True)
+    g.res["medians"] = {k: statistics.median(r[k] for r in g.res["rounds"] if k in r) for k in g.res["rounds"][0]}
+    print("medians", json.dumps({k: round(v, 3) for k, v in g.res["medians"].items()}), flush=True)
     with open(dest, "w") as fh:
-        json.dump(res, fh, indent=1)
+        json.dump(g.res, fh, indent=1)
 
 
 if __name__ == "__main__":

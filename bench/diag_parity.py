@@ -73,29 +73,28 @@ def into_outputs(a, b, k: int):
 def main() -> None:
     dest = sys.argv[1]
     g = gemm_256()
-    flush, launcher, prob, fns, res = g.flush, g.launcher, g.prob, g.fns, g.res
     for r in range(ROUNDS):
         row = {}
-        for name, fn in fns.items():
+        for name, fn in g.fns.items():
             row[f"{name}/dobench"] = split(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all"))
             for variant, hold, clone in (("free", False, False), ("hold", True, False), ("hold+clone", True, True)):
-                row[f"{name}/{variant}"] = split(loop(fn, flush, hold, clone, (g.a, g.b)))
+                row[f"{name}/{variant}"] = split(loop(fn, g.flush, hold, clone, (g.a, g.b)))
         for k in (1, 2, 32):
-            row[f"torch/out{k}"] = split(loop(into_outputs(g.a, g.b, k), flush, False, False, ()))
+            row[f"torch/out{k}"] = split(loop(into_outputs(g.a, g.b, k), g.flush, False, False, ()))
         for label, settings in (("kernelvet", None), ("kernelvet-sync1", Settings(reps_per_sync=1))):
-            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
+            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, g.prob, device="cuda", launcher=g.launcher,
                                 audit="never", settings=settings)
             if rep.timing:
                 row[f"torch/{label}"] = split(rep.timing.reference_raw_ms)
                 row[f"triton/{label}"] = split(rep.timing.raw_ms)
             time.sleep(2.0)
-        res["rounds"].append(row)
+        g.res["rounds"].append(row)
         for k, v in row.items():
             print(r, f"{k:20s} median {v['median']:.2f} even {v['even']:.2f} odd {v['odd']:.2f}", flush=True)
         torch.cuda.synchronize()
         time.sleep(2.0)   # the next vet's worker starts CUDA now: not while the loops run
     with open(dest, "w") as fh:
-        json.dump(res, fh, indent=1)
+        json.dump(g.res, fh, indent=1)
 
 
 if __name__ == "__main__":
