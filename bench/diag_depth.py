@@ -8,8 +8,9 @@ synced every rep, 13.4 us synced every 32 and 13.2-13.6 never synced (do_bench's
                the intercept the event-to-event overhead around one kernel
   do_bench     torch.mm and the Triton GEMM, 256^3
   kernelvet    vets of the Triton GEMM (its torch reference timed beside it) with reps_per_sync
-               32 (default), 256 and 4096 (the worker caps a batch at a quarter of its budget's
-               reps, ~300 here: so at least two syncs among the ~500 timed reps)
+               32 (default) and 256 (session 10 also ran 4096, which the worker caps at a quarter
+               of its budget's reps, ~300 there)
+Session 11 runs it again after the worker's lead began to cover a whole rep's queueing (rehearse).
 alternating, several rounds, one process.
 Usage: python bench/diag_depth.py OUT.json
 """
@@ -29,7 +30,7 @@ from diag_clock import spin_ms   # bench/ is this script's directory
 from diag_order import gemm_256
 
 ROUNDS, CYCLES, DEPTHS = 4, (10_000, 40_000), (0, 32, 1)
-PER_SYNC = (32, 256, 4096)
+PER_SYNC = (32, 256)
 
 
 def main() -> None:
