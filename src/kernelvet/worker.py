@@ -596,16 +596,17 @@ class _CandidateFailed(Exception):
 
 
 class _Reps:
-    """Timed reps: paint, flush, one call between events, and the call's output checked bitwise
-    against the first output of the same input set (the outputs of timed calls are verified, not
-    only those of a separate pass).
+    """Timed reps: paint, spin, flush, one call between events, and the call's output checked
+    bitwise against the first output of the same input set (the outputs of timed calls are
+    verified, not only those of a separate pass).
 
     CUDA, the reported clock: reps are queued as `triton.testing.do_bench` queues them, with no
-    host sync between them. While the device runs one rep's flush the host is already launching
-    the next call, so the events time the device work and not the host's launch path (a Triton
-    launch costs ~55 us of host time against a 13 us kernel on an H200). Every `sync_every` reps
-    (at most SYNC_EVERY, fewer for long calls) or OUTPUTS_HELD_BYTES of outputs, a device-wide
-    sync; then the events are read and the outputs
+    host sync between them, and the device never waits for the host: each rep's spin (the lead,
+    sized in `rehearse`) lasts longer than the host takes to queue a whole rep, so the events
+    time the device work and not the host's launch path (a Triton launch costs ~55 us of host
+    time against a 13 us kernel on an H200), and the kernel runs with work queued behind it, as
+    under do_bench. Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or
+    OUTPUTS_HELD_BYTES of outputs, a device-wide sync; then the events are read and the outputs
     checked, as the caller would see them after a sync. The guard bands are checked on the device
     in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
     """
@@ -634,9 +635,11 @@ class _Reps:
         if self.cuda:
             self._one = (worker.bound.Event(enable_timing=True), worker.bound.Event(enable_timing=True))
 
-    def _before_call(self, s: int) -> list:
+    def _before_call(self, s: int, lead: bool = False) -> list:
         """What every rep does before its clock starts: inputs read (pages mapped and TLB warm, seen
-        and unseen sets alike), the allocator's blocks and the output buffer painted, L2 flushed."""
+        and unseen sets alike), the allocator's blocks and the output buffer painted, the lead
+        spin (CUDA, if asked), L2 flushed. The flush comes last, right before the start event, as
+        in do_bench: what the kernel meets in L2 is a flush's aftermath, not a spin's idle."""
         w, bound = self.w, self.w.bound
         inputs = w.sets[s]
         for x in inputs:
@@ -644,6 +647,8 @@ class _Reps:
                 bound.clone(x)
         w._paint_for_call(s)
         if self.cuda:
+            if lead and self.lead_s:
+                w._spin(self.lead_s)
             bound.zero_(w.flush_buf)
         return inputs
 
@@ -683,12 +688,10 @@ class _Reps:
 
     def _call_between(self, s: int, start, end, lead: bool = True):
         """One call on set `s` between two events on the caller's stream (CUDA), the device kept
-        busy (flush, then a spin of `lead_s`) until the call's launch is queued. A drain rep has
-        no spin: work on an unordered stream would finish inside it, unseen by the drain."""
+        busy (a spin of `lead_s`, then the flush) until the call's launch is queued. A drain rep
+        has no spin: work on an unordered stream would finish inside it, unseen by the drain."""
         w, bound = self.w, self.w.bound
-        inputs = self._before_call(s)
-        if lead and self.lead_s:
-            w._spin(self.lead_s)
+        inputs = self._before_call(s, lead=lead)
         bound.ev_record(start)
         out = w._run_candidate("timed call", w.fn, *inputs)
         bound.ev_record(end)
