@@ -43,6 +43,35 @@ def test_the_lead_before_a_timed_rep_outlasts_the_launch_and_is_bounded():
     assert _Reps.lead_for([0.5] * 10) == _Reps.LEAD_MAX_S   # a call that waits on the device itself
 
 
+def _rehearsed(rep_s: float, device: str, call_lead_s: float = 30e-6):
+    """A `_Reps` whose whole rep takes `rep_s` of host time (the device steps stubbed out), after
+    `rehearse`."""
+    import time
+    import types
+    from kernelvet.worker import _Reps
+    worker = types.SimpleNamespace(device=torch.device(device), bound=BOUND, _sync=lambda: None)
+    rec = _Reps.__new__(_Reps)
+    rec.w, rec.cuda, rec.lead_s, rec._one = worker, device == "cuda", call_lead_s, (None, None)
+    rec.queued = []
+    rec._call_between = lambda s, start, end: (rec.queued.append(s), time.sleep(rep_s))
+    rec._check_guards = lambda s: None
+    rec.rehearse([7, 8, 9])
+    return rec
+
+
+def test_the_lead_covers_the_host_queueing_a_whole_rep():
+    """CUDA: untimed rehearsal reps measure how long the host takes to queue a whole rep (paint,
+    flush, events, the call, the guard check), and the lead grows to cover it, so the device
+    never waits for the host between timed reps; never beyond LEAD_MAX_S, never below the call's."""
+    from kernelvet.worker import _Reps
+    rec = _rehearsed(400e-6, "cuda")
+    assert rec.lead_s >= 1.25 * 400e-6 and rec.queued == [7, 8, 9, 7, 8, 9][:_Reps.REHEARSALS]
+    assert _rehearsed(5e-3, "cuda").lead_s == _Reps.LEAD_MAX_S
+    assert _rehearsed(0.0, "cuda", call_lead_s=1.5e-3).lead_s == 1.5e-3
+    cpu = _rehearsed(400e-6, "cpu")
+    assert cpu.queued == [] and cpu.lead_s == 30e-6   # no device to keep busy: nothing rehearsed
+
+
 _TRACE_IN_A_FRESH_PROCESS = """
 import sys, torch
 from kernelvet.judge import _count_flops
