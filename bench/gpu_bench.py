@@ -8,7 +8,8 @@
    device wait for each launch, and has launch latency inside its windows (host-bound, in the table).
    Where fewer than three of do_bench's runs were not host-bound, rounds go on (at most
    MAX_ROUNDS) until three were; the table's last column compares kernelvet's median over every
-   round with the median of do_bench's runs that were not host-bound.
+   round with the median of do_bench's runs that were not host-bound. do_bench's per-rep times
+   (candidate and reference) and the 90th percentile of its host's pace are kept in the JSON.
 2. Latency through the Python API with a warm launcher and a warm Triton cache: an honest 256^3
    Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
 3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold (in
@@ -69,11 +70,6 @@ def _pinned():
         yield
     finally:
         os.sched_setaffinity(0, before)
-
-
-def _dobench(fn) -> float:
-    with _pinned():
-        return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
 def _dobench_stamped(fn) -> tuple[list[float], list[float]]:
@@ -143,6 +139,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
             cand = lambda: kernels.softmax(x)                     # noqa: E731
             ref = lambda: torch.softmax(x, dim=-1)                # noqa: E731
         db_c, db_r, kv_c, kv_r, walls, gaps, phases = [], [], [], [], [], [], []
+        raw = {"candidate": [], "reference": [], "host_gap_p90_us": []}   # do_bench's own reps, kept
         flush_us = _flush_us()
 
         def more() -> bool:   # three rounds; then more, until do_bench has three runs not host-bound
@@ -151,10 +148,15 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
             return len(kv_c) < MAX_ROUNDS and len(_paced_by_device(db_c, gaps, flush_us, kv_c)) < ROUNDS
 
         while more():
-            ms, gap = _dobench_paced(cand)
-            db_c.append(ms)
-            gaps.append(gap)
-            db_r.append(_dobench(ref))
+            times, host_gaps = _dobench_stamped(cand)
+            db_c.append(statistics.median(times))
+            gaps.append(statistics.median(host_gaps))
+            with _pinned():
+                ref_times = triton.testing.do_bench(ref, warmup=25, rep=100, return_mode="all")
+            db_r.append(statistics.median(ref_times))
+            raw["candidate"].append([round(t, 6) for t in times])
+            raw["reference"].append([round(t, 6) for t in ref_times])
+            raw["host_gap_p90_us"].append(sorted(host_gaps)[int(0.9 * (len(host_gaps) - 1))])
             t0 = time.perf_counter()
             rep = kernelvet.vet(by_name(name).path, prob, device="cuda", launcher=launcher, audit="never")
             walls.append(time.perf_counter() - t0)
@@ -174,6 +176,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
                "do_bench_ref_ms": statistics.median(db_r[:ROUNDS]), "kernelvet_ref_ms": statistics.median(kv_r[:ROUNDS]),
                "runs": {"do_bench": db_c, "kernelvet": kv_c, "do_bench_ref": db_r, "kernelvet_ref": kv_r},
                "vet_wall_s": walls, "vet_phases_s": phases, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us,
+               "do_bench_raw_ms": raw,
                "do_bench_host_bound": len(db_c) - len(_paced_by_device(db_c, gaps, flush_us, kv_c)),
                "rounds": len(kv_c)}
         row["ratio"] = row["kernelvet_ms"] / row["do_bench_ms"]
