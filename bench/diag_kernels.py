@@ -16,6 +16,7 @@ Usage: python bench/diag_kernels.py OUT.json
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import statistics
 import sys
@@ -25,27 +26,17 @@ import triton
 
 from kernelvet.practice import kernels
 
-N, REPS, BATCH = 256, 256, 32
+from diag_parity import loop as timed_loop   # bench/ is this script's directory
+
+N, REPS = 256, 256
 
 
 def loop(fn_of, sets, flush, hold: bool) -> tuple[list[float], list[list]]:
     """Event windows (us) and, per rep, the kernels run between its flush and the next one."""
-    events, held = [], []
+    turn = itertools.count()
     prof = torch.autograd.profiler.profile(use_device="cuda", use_kineto=True)
     with prof:
-        for i in range(REPS):
-            flush.zero_()
-            st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            st.record()
-            out = fn_of(sets[i % len(sets)])
-            en.record()
-            events.append((st, en))
-            if hold:
-                held.append(out)
-                if len(held) >= BATCH:
-                    en.synchronize()
-                    held.clear()
-        torch.cuda.synchronize()
+        windows = timed_loop(lambda: fn_of(sets[next(turn) % len(sets)]), flush, hold, False, (), reps=REPS)
     acts = sorted((e for e in prof.kineto_results.events() if "cuda" in str(e.device_type()).lower()),
                   key=lambda e: e.start_ns())
     per_rep, cur = [], None
@@ -56,7 +47,7 @@ def loop(fn_of, sets, flush, hold: bool) -> tuple[list[float], list[list]]:
             per_rep.append(cur)
         elif cur is not None:
             cur.append((name[:120], (e.end_ns() - e.start_ns()) / 1e3))
-    return [s.elapsed_time(e) * 1e3 for s, e in events], per_rep[-REPS:]
+    return [w * 1e3 for w in windows], per_rep[-REPS:]
 
 
 def summary(windows: list[float], per_rep: list[list]) -> dict:

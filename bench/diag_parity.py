@@ -43,9 +43,9 @@ def split(times_ms) -> dict:
     return {"median": statistics.median(us), "even": statistics.median(us[0::2]), "odd": statistics.median(us[1::2])}
 
 
-def loop(fn, flush, hold: bool, clone: bool, inputs) -> list[float]:
+def loop(fn, flush, hold: bool, clone: bool, inputs, reps: int = REPS) -> list[float]:
     events, held = [], []
-    for i in range(REPS):
+    for i in range(reps):
         if clone:
             for x in inputs:
                 x.clone()
