@@ -654,12 +654,12 @@ class _Reps:
 
     @classmethod
     def lead_for(cls, host_s: list[float]) -> float:
-        """How long the device must still be busy when a rep's start event is queued: longer than
-        the host takes to queue what follows (90th percentile, with a margin), so that the start
-        event completes only once the call's work is already queued behind it. The L2 flush gives
-        some of that (~70 us on an H200); a slow launch path, a busy host or a sandbox would
-        otherwise put launch latency inside the window, and make the time depend on the host's
-        speed (do_bench relies on the flush alone)."""
+        """How long the spin before a rep's flush keeps the device busy: longer than the host takes
+        (90th percentile, with a margin) to queue what must be queued by then (the call; after
+        `rehearse`, a whole rep), so that the start event completes only once the call's work is
+        already queued behind it. The L2 flush gives some of that (~70 us on an H200); a slow
+        launch path, a busy host or a sandbox would otherwise put launch latency inside the
+        window, and make the time depend on the host's speed (do_bench relies on the flush alone)."""
         if not host_s:
             return 0.0
         p90 = sorted(host_s)[int(0.9 * (len(host_s) - 1))]
