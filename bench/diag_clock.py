@@ -22,9 +22,7 @@ import pynvml
 import torch
 import triton
 
-import kernelvet
 from kernelvet.judge import Settings
-from kernelvet.practice import by_name
 
 from diag_order import gemm_256   # bench/ is this script's directory
 
@@ -97,9 +95,7 @@ def main() -> None:
             g.fns["torch"], warmup=25, rep=100, return_mode="median"))
         row["do_bench us"] = ms * 1e3
         for label, per_sync in (("kernelvet", 32), ("kernelvet 1 per sync", 1)):
-            rep, row[f"{label} clocks"] = sampled(handle, lambda: kernelvet.vet(
-                by_name("triton_gemm_ieee").path, g.prob, device="cuda", launcher=g.launcher, audit="never",
-                settings=Settings(reps_per_sync=per_sync)))
+            rep, row[f"{label} clocks"] = sampled(handle, lambda: g.vet(Settings(reps_per_sync=per_sync)))
             row[f"{label} reference us"] = statistics.median(rep.timing.reference_raw_ms) * 1e3 if rep.timing else None
             time.sleep(2.0)   # the next vet's worker starts CUDA now
         for label, per_sync in (("spin, never synced", 0), ("spin, synced every 32", 32), ("spin, synced every rep", 1)):

@@ -22,9 +22,7 @@ import sys
 
 import triton
 
-import kernelvet
 from kernelvet.judge import Settings
-from kernelvet.practice import by_name
 
 from diag_clock import spin_ms   # bench/ is this script's directory
 from diag_order import gemm_256
@@ -41,8 +39,7 @@ def main() -> None:
         for name, fn in g.fns.items():
             row[f"do_bench {name} us"] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
         for per_sync in PER_SYNC:
-            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, g.prob, device="cuda", launcher=g.launcher,
-                                audit="never", settings=Settings(reps_per_sync=per_sync))
+            rep = g.vet(Settings(reps_per_sync=per_sync))
             if rep.timing:
                 row[f"kernelvet/{per_sync} triton us"] = rep.timing.median_ms * 1e3
                 row[f"kernelvet/{per_sync} torch us"] = statistics.median(rep.timing.reference_raw_ms) * 1e3

@@ -118,7 +118,7 @@ def main() -> None:
 def gemm_256():
     """The 256^3 session diagnostics' common start: float32 operands on CUDA (seeded, no TF32),
     do_bench's own flush buffer, the shared launcher, the matmul problem at 256^3, the two GEMMs
-    as do_bench calls them, and the results' header."""
+    as do_bench calls them, the results' header, and `vet(settings)`: a vet of the Triton GEMM."""
     torch.backends.cuda.matmul.allow_tf32 = False
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(256, 256, device="cuda", generator=g)
@@ -127,8 +127,12 @@ def gemm_256():
     fns = {"torch": lambda: torch.mm(a, b), "triton": lambda: kernels.matmul(a, b, ieee=True)}
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "rounds": []}
-    return types.SimpleNamespace(a=a, b=b, flush=flush, launcher=spawn.shared_launcher(),
-                                 prob=load_problem("matmul", (256, 256, 256)), fns=fns, res=res)
+    launcher, prob = spawn.shared_launcher(), load_problem("matmul", (256, 256, 256))
+
+    def vet(settings=None):   # the Triton GEMM, its torch reference timed beside it (audit never)
+        return kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher,
+                             audit="never", settings=settings)
+    return types.SimpleNamespace(a=a, b=b, flush=flush, fns=fns, res=res, vet=vet)
 
 
 def write_rounds(res: dict, dest: str) -> None:

@@ -29,9 +29,7 @@ import time
 import torch
 import triton
 
-import kernelvet
 from kernelvet.judge import Settings
-from kernelvet.practice import by_name
 
 from diag_order import gemm_256   # bench/ is this script's directory
 
@@ -82,8 +80,7 @@ def main() -> None:
         for k in (1, 2, 32):
             row[f"torch/out{k}"] = split(loop(into_outputs(g.a, g.b, k), g.flush, False, False, ()))
         for label, settings in (("kernelvet", None), ("kernelvet-sync1", Settings(reps_per_sync=1))):
-            rep = kernelvet.vet(by_name("triton_gemm_ieee").path, g.prob, device="cuda", launcher=g.launcher,
-                                audit="never", settings=settings)
+            rep = g.vet(settings)
             if rep.timing:
                 row[f"torch/{label}"] = split(rep.timing.reference_raw_ms)
                 row[f"triton/{label}"] = split(rep.timing.raw_ms)

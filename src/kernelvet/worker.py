@@ -667,7 +667,7 @@ class _Reps:
 
     def rehearse(self, sets: list[int]) -> None:
         """A few whole reps, untimed, each from an idle device: how long the host takes to queue
-        one rep (inputs read, paint, flush, spin, events, the call, guard check). The lead then
+        one rep (inputs read, paint, spin, flush, events, the call, guard check). The lead then
         covers a whole rep, not only the call: the device always has more queued work than the
         host needs to queue the next rep, so it never idles between timed reps and the queue
         deepens, as under do_bench (whose host queues a rep in ~15-50 us against ~80 us of flush
