@@ -1,8 +1,10 @@
 """`kernelvet serve` and the client in `kernelvet check`: the same verdicts, exit codes and files
 as an in-process vet; a client of other code, or a socket someone else could own, is not served."""
 
+import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -82,6 +84,20 @@ def test_a_client_of_other_code_is_refused_and_the_server_stays_up(served):
     assert "refused" in ask({"argv": "check"})
     req = {**req, "code": server.code_id(), "argv": ["show", "x.json"]}
     assert ask(req)["exit"] == 2   # `check` only
+
+
+def test_sigterm_during_a_served_check_stops_the_server(monkeypatch, tmp_path):
+    """The SIGTERM handler's exception passes through a served check: `_run_check` turns SystemExit
+    (argparse's --help) into the check's exit code, which would have kept the server listening."""
+    from kernelvet import cli
+
+    def terminated_mid_vet(*args, **kwargs):
+        server._stop(signal.SIGTERM, None)
+    monkeypatch.setattr(cli, "vet_and_render", terminated_mid_vet)
+    req = {"code": server.code_id(), "argv": ["check", HONEST, "--ref", "softmax", "--device", "cpu"],
+           "cwd": str(tmp_path), "columns": 80, "color": False}
+    with pytest.raises(server._Stopped):
+        server._run_check(req, io.StringIO(), io.StringIO())
 
 
 def test_a_socket_in_a_directory_others_can_enter_is_not_used(tmp_path, monkeypatch):

@@ -145,7 +145,7 @@ def serve(given_path: str | None, *, device: str, sandbox: str, idle_s: float) -
     judge.warm_judge(device)
     judge.prepare(launcher, device)   # also checks --device: a bad one is the user's mistake, exit 2
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _stop)
     try:
         sock.bind(path)
         os.chmod(path, 0o600)
@@ -161,12 +161,23 @@ def serve(given_path: str | None, *, device: str, sandbox: str, idle_s: float) -
                 return 0
             with conn:
                 _handle(conn, me)
+    except _Stopped:
+        return 0
     finally:
         sock.close()
         try:
             os.unlink(path)
         except OSError:
             pass
+
+
+class _Stopped(BaseException):
+    """SIGTERM, raised in the main thread. Not SystemExit: a served check turns SystemExit (argparse's
+    --help) into that check's exit code and the server would go on listening."""
+
+
+def _stop(*_):
+    raise _Stopped
 
 
 def _private_dir(path: str) -> str:
