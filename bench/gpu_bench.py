@@ -49,7 +49,7 @@ SOFTMAX = (4096, 4096)
 ROUNDS = 3      # alternating do_bench / kernelvet rounds compared (issue 4)
 MAX_ROUNDS = 8  # ... and at most this many, for do_bench to get ROUNDS runs that were not host-bound
 PAIRS = 5       # CLI: alternating (import torch, kernelvet check) pairs
-SPARE_S = 2.0   # after a vet, its successor's worker has started CUDA and its libraries by then
+SPARE_S = 1.2   # after a vet, its successor's worker has started CUDA and its libraries by then (0.55-0.65 s)
 
 
 PIN_CPU: int | None = None   # --pin=N: do_bench's thread on core N while it runs (see _pinned)
@@ -424,6 +424,9 @@ def table(res: dict) -> str:
             if "do_bench_host_gap_us" in r else ["-"] * len(r["do_bench_ms"])   # not recorded before session 6
         for i, (c, d, g, k) in enumerate(zip(r["cupti_kernel_ms"], r["do_bench_ms"], paces, r["kernelvet_ms"])):
             out.append(f"| {i + 1} | {c * 1e3:.2f} | {d * 1e3:.2f} | {g} | {k * 1e3:.2f} |")
+    if res.get("part_s"):
+        out += ["", "Wall seconds per part: " + ", ".join(f"{k} {v:.0f}" for k, v in res["part_s"].items())
+                + f" (launcher start {res.get('launcher_start_s', 0):.1f})"]
     return "\n".join(out) + "\n"
 
 
@@ -452,22 +455,18 @@ def main() -> None:
         with open(os.path.join(dest, "gpu-bench.json"), "w") as fh:
             json.dump(res, fh, indent=1, default=str)
 
-    if "latency" in parts:
-        res["latency"] = latency_rows(launcher)
+    res["part_s"] = {}   # each part's wall seconds (issue 4: the whole invocation under 10 minutes)
+    steps = {"latency": lambda: res.__setitem__("latency", latency_rows(launcher)),
+             "small": lambda: timing_rows(launcher, timing_cases(False, quick), res["timing"], save),
+             "cli": lambda: res.__setitem__("cli", cli_rows(dest)),
+             "kernel": lambda: res.__setitem__("kernel_time", kernel_time_rows(launcher)),
+             "processes": lambda: res.__setitem__("processes", process_rows()),
+             "big": lambda: timing_rows(launcher, timing_cases(True, quick), res["timing"], save)}
+    for part in [p for p in steps if p in parts]:
+        t_part = time.perf_counter()
+        steps[part]()
+        res["part_s"][part] = time.perf_counter() - t_part
         save()
-    if "small" in parts:
-        timing_rows(launcher, timing_cases(False, quick), res["timing"], save)
-    if "cli" in parts:
-        res["cli"] = cli_rows(dest)
-        save()
-    if "kernel" in parts:
-        res["kernel_time"] = kernel_time_rows(launcher)
-        save()
-    if "processes" in parts:
-        res["processes"] = process_rows()
-        save()
-    if "big" in parts:
-        timing_rows(launcher, timing_cases(True, quick), res["timing"], save)
     del res["partial"]
     save()
     text = table(res)

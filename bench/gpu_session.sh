@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # The GPU work of a session on the lent H200, in parts that each fit one 10-minute call:
+#   bench/gpu_session.sh all       issue 4's single invocation: the whole GPU test suite, then
+#                                  bench/gpu_bench.py at every size (timing against do_bench,
+#                                  latency, the CLI) and its table; each step's seconds in steps.txt
 #   bench/gpu_session.sh bench     bench/gpu_bench.py (timing against do_bench, latency, the CLI)
 #   bench/gpu_session.sh tests     the whole GPU test suite (tests/test_gpu*.py)
 #   bench/gpu_session.sh practice [PATTERN ...]   kernelvet practice --device cuda --ablate --json
@@ -35,6 +38,13 @@ START=$SECONDS
 left() { echo $(( 580 - (SECONDS - START) - $1 )); }   # seconds left, keeping $1 for what follows
 NOT_MATRIX='not test_cuda_cheat_is_rejected and not test_cuda_ablation and not test_cuda_honest'
 case "${1:-bench}" in
+  all)
+    timeout "$(left 60)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=20 tests/test_gpu.py \
+      tests/test_gpu_endings.py > "$OUT/gpu-tests.log" 2>&1
+    echo "tests: exit $? after $((SECONDS - START)) s" | tee "$OUT/steps.txt"; tail -3 "$OUT/gpu-tests.log"
+    stop_leftovers
+    timeout "$(left 0)" python3 bench/gpu_bench.py "$OUT" --parts=latency,small,cli,big > "$OUT/gpu-bench.log" 2>&1
+    echo "bench: exit $? after $((SECONDS - START)) s" | tee -a "$OUT/steps.txt"; tail -45 "$OUT/gpu-bench.log" ;;
   bench)
     python3 bench/gpu_bench.py "$OUT" "${@:2}" 2>&1 | tee "$OUT/gpu-bench.log" | tail -60 ;;
   tests)

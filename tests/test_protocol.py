@@ -1,6 +1,10 @@
 """The judge/worker wire format: well-formed messages round-trip; anything else is a ProtocolError."""
 
+import array
+import fcntl
 import json
+import mmap
+import os
 import socket
 import struct
 import time
@@ -48,9 +52,72 @@ def test_noncontiguous_and_empty_tensors(pair):
     assert codec.from_blob(msg.tensors[1]).shape == (0, 3)
 
 
-def _raw(sock, header: dict, payload: bytes = b""):
+def _raw(sock, header: dict, payload: bytes = b"", fds=()):
     raw = json.dumps(header).encode()
-    sock.sendall(struct.pack(">I", len(raw)) + raw + payload)
+    frame = struct.pack(">I", len(raw)) + raw + payload
+    if fds:
+        sent = sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        frame = frame[sent:]
+    sock.sendall(frame)
+
+
+def test_a_large_tensor_travels_as_a_sealed_memfd_and_decodes_to_memory_of_its_own(pair):
+    a, b = pair
+    t = torch.randn(protocol.FD_MIN_BYTES // 4 + 3)
+    small = torch.arange(5.0)
+    protocol.send(a, "output", {}, [codec.to_blob(small), codec.to_blob(t)])
+    msg = _recv(b, max_blob_bytes=1 << 24)
+    assert isinstance(msg.tensors[1].data, mmap.mmap) and not isinstance(msg.tensors[0].data, mmap.mmap)
+    back = codec.from_blob(msg.tensors[1])
+    assert torch.equal(back, t) and torch.equal(codec.from_blob(msg.tensors[0]), small)
+    kept = t.clone()
+    back.fill_(7.0)   # copy-on-write: the receiver's tensor is writable, the sender's values stay
+    assert torch.equal(t, kept) and bool((back == 7.0).all())
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _memfd(nbytes: int, seal: bool = True) -> int:
+    fd = os.memfd_create("test", os.MFD_ALLOW_SEALING)
+    os.write(fd, b"\0" * nbytes)
+    if seal:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                    | fcntl.F_SEAL_WRITE)
+    return fd
+
+
+@pytest.mark.skipif(not protocol.MEMFD, reason="memfds are Linux's")
+@pytest.mark.parametrize("make, spec_fd, why", [
+    (lambda: [_memfd(8, seal=False)], 0, "not sealed"),       # its sender could change it after the check
+    (lambda: list(os.pipe()), 0, "not a memfd"),
+    (lambda: [_memfd(16)], 0, "not the 8 announced"),
+    (lambda: [_memfd(8)], 1, "descriptors"),                   # names one that did not come
+    (lambda: [_memfd(8)], "0", "bad descriptor index"),
+])
+def test_a_blob_descriptor_is_checked_and_every_descriptor_closed(pair, make, spec_fd, why):
+    a, b = pair
+    before = _open_fds()
+    fds = make()
+    header = {"type": "output", "body": {}, "tensors": [{"dtype": "float32", "shape": [2], "nbytes": 8, "fd": spec_fd}]}
+    _raw(a, header, fds=fds)
+    for fd in fds:
+        os.close(fd)
+    with pytest.raises(protocol.ProtocolError, match=why):
+        _recv(b)
+    assert _open_fds() == before
+
+
+@pytest.mark.skipif(not protocol.MEMFD, reason="memfds are Linux's")
+def test_one_descriptor_cannot_serve_two_blobs(pair):
+    a, b = pair
+    fd = _memfd(8)
+    spec = {"dtype": "float32", "shape": [2], "nbytes": 8, "fd": 0}
+    _raw(a, {"type": "output", "body": {}, "tensors": [spec, spec]}, fds=[fd])
+    os.close(fd)
+    with pytest.raises(protocol.ProtocolError, match="each usable once"):
+        _recv(b)
 
 
 @pytest.mark.parametrize("header, why", [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 import torch
 
 from .protocol import Blob, DTYPE_SIZES, ProtocolError
@@ -25,16 +27,25 @@ def dtype_from_name(name: str) -> torch.dtype:
 
 
 def to_blob(t: torch.Tensor) -> Blob:
-    """Copy a tensor's values out as C-order bytes (any device, any strides)."""
-    flat = t.detach().to("cpu").contiguous().reshape(-1)
-    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    """A tensor's values as C-order bytes (any device, any strides). A contiguous CPU tensor's blob
+    is a read-only view of its memory (`protocol.send` copies it): send it before changing `t`."""
+    t = t.detach()
+    if t.device.type == "cpu" and t.is_contiguous():
+        flat = t.reshape(-1)
+    else:
+        flat = torch.empty(t.numel(), dtype=t.dtype)
+        if flat.numel():
+            flat.copy_(t.reshape(-1))
+    data = memoryview(flat.view(torch.uint8).numpy()).toreadonly() if flat.numel() else b""
     return Blob(dtype_name(t.dtype), tuple(t.shape), data)
 
 
 def from_blob(b: Blob) -> torch.Tensor:
-    """A fresh, writable tensor holding the blob's values; owns its memory."""
+    """A writable tensor holding the blob's values. A received blob's buffer (a bytearray, or a
+    copy-on-write mapping of a sealed memfd) is the tensor's memory, not copied: decode it once."""
     dtype = dtype_from_name(b.dtype)
-    if not b.data:
+    if not len(b.data):
         return torch.empty(b.shape, dtype=dtype)
-    raw = torch.frombuffer(bytearray(b.data), dtype=torch.uint8)
+    data = b.data if isinstance(b.data, (bytearray, mmap.mmap)) else bytearray(b.data)
+    raw = torch.frombuffer(data, dtype=torch.uint8)
     return raw.view(dtype).reshape(b.shape)

@@ -316,7 +316,9 @@ class Worker:
     def _do_inputs(self, msg):
         values = _decode_values(msg.body["layout"], msg.tensors)
         s = int(msg.body["set"])
-        placed = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+        # A copy even on the CPU: a large blob arrives as a copy-on-write mapping, whose first
+        # touch of each page faults, and that would make an unseen set read slower than a seen one.
+        placed = [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
         if self.output_arg is not None and isinstance(placed[self.output_arg], torch.Tensor):
             # The problem passes an output buffer: give it guard bands on both sides, so that a
             # write past either end shows, and keep the whole allocation to paint it.
