@@ -246,3 +246,17 @@ def test_harness_tampering_is_rejected(launcher, candidate, how):
     assert {f.check for f in report.failed} & {CheckId.TIMERS, CheckId.GLOBAL_STATE}, \
         [f.summary for f in report.failed]
     assert_judge_healthy(launcher)
+
+
+def test_a_forged_time_does_not_size_the_judges_loop():
+    """The judge-clocked loop takes its length from the reported time, and at most LOOP_OVERRUN x
+    loop_ms at a pilot's price by the judge's own clock: a candidate that reports a fraction of its
+    real cost cannot make the judge run thousands of its calls (three attempts of them)."""
+    from kernelvet.practice import by_name
+    entry = by_name("forged_measurements")
+    report = vet(entry.path, entry.problem_ref, device="cpu")
+    timers = report.finding(CheckId.TIMERS)
+    assert timers.status is Status.FAIL, timers
+    budget_ms = judge.LOOP_OVERRUN * judge.Settings().loop_ms
+    for a in timers.evidence["attempts"]:
+        assert a["n"] * a["judge_wall_per_call_ms"] <= 2 * budget_ms, timers.evidence["attempts"]

@@ -37,6 +37,7 @@ from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks import caching, streams
 from .checks.timers import judge_clock
 from .dispatch_modes import defer_dynamo
+from .draws import Draws
 from .errors import HarnessError, UsageError
 from .evidence import Evidence
 from .formats import kernelbench
@@ -155,6 +156,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     # One worker runs the reference first, then the candidate: one process start-up, the same
     # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below.
     w = _take_worker(launcher, dev, flush_bytes, time.monotonic() + max(timeout, 120.0))
+    values = None
     try:
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
         body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
@@ -163,10 +165,10 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         w.send_only("load", body, blobs)
 
         model = prob.build_model(init, weight_seed)
-        # Input sets and their float64 references are made when first used (each from its own
-        # seed, so the order does not matter): a candidate rejected by the checked calls never
-        # costs the later sets (at 8192^3, about a second of the judge's time each).
-        values = _Lazy(lambda k: prob.draw_inputs(key_seeds[k]))
+        # Input sets are drawn a few ahead of use, on a thread (see draws.py), and their float64
+        # references made when first used (each set from its own seed, so the order does not
+        # matter): a candidate rejected by the checked calls never costs the later sets.
+        values = Draws(lambda k: prob.draw_inputs(key_seeds[k]), keys)
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
         # Where the checks compare (the judge's own device on a CUDA run: see evidence.py).
         judged_on = dev if dev.type == "cuda" else torch.device("cpu")
@@ -224,6 +226,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         phases["candidate"] = time.monotonic() - t0
     finally:
         t0 = time.monotonic()
+        if values is not None:
+            values.close()
         containment = dict(getattr(w, "containment", {}) or {})
         requests = w.requests_s()
         _after_vet(launcher, w, dev, flush_bytes, prepare_next)
@@ -688,19 +692,29 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
     threads. A busy machine inflates the first, many threads the second; the real work inflates
     both, so the smaller of the two is what the reported time must account for.
     """
-    n = int(min(2000, max(5, settings.loop_ms / max(median, 1e-3))))
-
     def bracket(body):
         cpu0, t0 = spawn.cpu_seconds(w.pid), time.perf_counter()
         msg = record("loop", set_id, w.request("loop", body, max_blob_bytes=max_blob))
         wall, cpu1 = time.perf_counter() - t0, spawn.cpu_seconds(w.pid)
-        return msg, wall, (cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None)
+        if msg.tensors:
+            ev.add_call("loop", set_id, set_id, {}, codec.from_blob(msg.tensors[0]))
+        return wall, (cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None)
 
-    msg, wall, cpu = bracket({"set": set_id, "n": n})
-    if msg.tensors:
-        ev.add_call("loop", set_id, set_id, {}, codec.from_blob(msg.tensors[0]))
-    _, null_wall, null_cpu = bracket({"set": set_id, "n": n, "null": True})
-    return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu}
+    # N is sized from the reported time, and at most LOOP_OVERRUN x loop_ms at what a short loop
+    # costs by the judge's own clock: a candidate that reports microseconds for milliseconds of
+    # work (hidden, forged) must not make the judge run 2000 of its calls, three times over
+    # (20 s at 4096^3). An honest candidate's N is what the reported time alone gives.
+    pilot_s, _ = bracket({"set": set_id, "n": PILOT_CALLS})
+    cap = LOOP_OVERRUN * settings.loop_ms / 1e3 / max(pilot_s / PILOT_CALLS, 1e-9)
+    n = int(max(5, min(2000, settings.loop_ms / max(median, 1e-3), cap)))
+    wall, cpu = bracket({"set": set_id, "n": n})
+    null_wall, null_cpu = bracket({"set": set_id, "n": n, "null": True})
+    return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu,
+            "pilot_s": pilot_s}
+
+
+PILOT_CALLS = 10    # the judge-clocked loop's pilot: what a call costs by the judge's clock
+LOOP_OVERRUN = 4    # the loop's length, at most this many times loop_ms at the pilot's price
 
 
 def _count_flops(model, inputs) -> float | None:

@@ -1,0 +1,57 @@
+"""The judge's input sets drawn ahead on one thread: the same sets as drawn in order, lazily."""
+
+import threading
+import time
+
+import pytest
+import torch
+
+from kernelvet.draws import Draws
+
+
+def _draw(key):
+    torch.manual_seed(key)
+    time.sleep(0.01)   # a yield in the middle: an interleaved draw would change the values
+    return torch.randn(64)
+
+
+def test_sets_are_what_their_seeds_say_in_any_order_of_use():
+    want = {key: _draw(key) for key in (1, 2, 3, 4, 5, 9)}   # before: nothing else may draw meanwhile
+    d = Draws(_draw, order=[1, 2, 3, 4, 5], ahead=2)
+    try:
+        for key in (3, 1, 5, 2, 4, 9):   # 9: not in the order, drawn on demand
+            assert torch.equal(d[key], want[key])
+    finally:
+        d.close()
+
+
+def test_only_a_few_ahead_are_drawn_and_close_stops_the_rest():
+    drawn, gate = [], threading.Event()
+
+    def slow(key):
+        drawn.append(key)
+        if key != 1:
+            gate.wait(2)
+        return key
+    d = Draws(slow, order=[1, 2, 3, 4, 5, 6], ahead=2)
+    assert d[1] == 1
+    time.sleep(0.05)
+    assert drawn == [1, 2]           # 2 runs, 3 waits behind it; 4-6 were never asked for
+    gate.set()
+    d.close()
+    assert drawn in ([1, 2], [1, 2, 3])   # 3 was cancelled unless it had started
+
+
+def test_a_draws_error_reaches_the_user_of_that_set():
+    def bad(key):
+        if key == 2:
+            raise ValueError("get_inputs() failed")
+        return key
+    d = Draws(bad, order=[1, 2, 3])
+    try:
+        assert d[1] == 1
+        with pytest.raises(ValueError, match="get_inputs"):
+            d[2]
+        assert d[3] == 3
+    finally:
+        d.close()
