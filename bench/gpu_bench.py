@@ -455,17 +455,32 @@ def main() -> None:
             json.dump(res, fh, indent=1, default=str)
 
     res["part_s"] = {}   # each part's wall seconds (issue 4: the whole invocation under 10 minutes)
-    steps = {"latency": lambda: res.__setitem__("latency", latency_rows(launcher)),
-             "small": lambda: timing_rows(launcher, timing_cases(False, quick), res["timing"], save),
-             "cli": lambda: res.__setitem__("cli", cli_rows(dest)),
-             "kernel": lambda: res.__setitem__("kernel_time", kernel_time_rows(launcher)),
-             "processes": lambda: res.__setitem__("processes", process_rows()),
-             "big": lambda: timing_rows(launcher, timing_cases(True, quick), res["timing"], save)}
-    for part in [p for p in steps if p in parts]:
+
+    @contextlib.contextmanager
+    def part(name):
         t_part = time.perf_counter()
-        steps[part]()
-        res["part_s"][part] = time.perf_counter() - t_part
+        yield
+        res["part_s"][name] = time.perf_counter() - t_part
         save()
+
+    if "latency" in parts:
+        with part("latency"):
+            res["latency"] = latency_rows(launcher)
+    if "small" in parts:
+        with part("small"):
+            timing_rows(launcher, timing_cases(False, quick), res["timing"], save)
+    if "cli" in parts:
+        with part("cli"):
+            res["cli"] = cli_rows(dest)
+    if "kernel" in parts:
+        with part("kernel"):
+            res["kernel_time"] = kernel_time_rows(launcher)
+    if "processes" in parts:
+        with part("processes"):
+            res["processes"] = process_rows()
+    if "big" in parts:
+        with part("big"):
+            timing_rows(launcher, timing_cases(True, quick), res["timing"], save)
     del res["partial"]
     save()
     text = table(res)

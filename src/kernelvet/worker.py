@@ -198,6 +198,7 @@ class Worker:
         self.out_buffers: dict[int, torch.Tensor] = {}   # set -> whole buffer, guard bands included
         self.probe_stream = None
         self.clock_khz = 1_500_000
+        self.loop_out = None   # the last judge-clocked loop's output, until the judge fetches it
 
     # -- plumbing -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -304,6 +305,7 @@ class Worker:
         self.fn = None
         self.sets.clear()
         self.out_buffers.clear()
+        self.loop_out = None
         gc.collect()
         if self.device.type == "cuda":
             self._sync()
@@ -578,7 +580,7 @@ class Worker:
         last output is kept, and sent only when the judge asks (`fetch`), off the judge's clock:
         copying a large output out is a fixed cost the null loop does not have."""
         if msg.body.get("fetch"):
-            out, self.loop_out = getattr(self, "loop_out", None), None
+            out, self.loop_out = self.loop_out, None
             return "looped", {"exact_tensor": out is not None}, [codec.to_blob(out)] if out is not None else []
         n = int(msg.body["n"])
         inputs = self.sets[int(msg.body["set"])]
