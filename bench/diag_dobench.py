@@ -9,6 +9,9 @@ Usage: python bench/diag_dobench.py OUT.json
        python bench/diag_dobench.py --sweep OUT.json   (session 7: do_bench's host pace with its
          thread on one core, for several cores and unpinned, before any kernelvet process exists
          and again after a vet: is the slow pace the host's, and does pinning steady it?)
+       python bench/diag_dobench.py --both OUT.json   (session 13: in each round, do_bench in a
+         process of its own (dobench_process.py) and here, then a vet here: in session 12 the
+         bench's in-process do_bench slowed from ~50 us a rep to 89-103 us after a few vets)
 """
 from __future__ import annotations
 
@@ -24,8 +27,8 @@ import kernelvet
 from kernelvet import load_problem, spawn
 from kernelvet.practice import by_name, kernels
 
-import gpu_bench   # bench/ is this script's directory
-from gpu_bench import _dobench_stamped as dobench_stamped, _flush_us as flush_us
+import dobench_process   # bench/ is this script's directory
+from dobench_process import dobench_stamped, flush_us
 
 
 def one_run(a, b) -> dict:
@@ -61,14 +64,14 @@ def sweep(a, b, label: str, rounds: int) -> list[dict]:
     rows = []
     for r in range(rounds):
         for c in cores:
-            gpu_bench.PIN_CPU = c
+            dobench_process.PIN_CPU = c
             for _ in range(2):
                 row = {"when": label, "round": r, "core": c, **one_run(a, b)}
                 rows.append(row)
                 print(label, r, f"core={c}", f"median_us={row['median_us']:.2f}",
                       f"host_gap_median_us={row['host_gap_median_us']:.1f}", f"over_15us={row['over_15us']:.2f}",
                       flush=True)
-    gpu_bench.PIN_CPU = None
+    dobench_process.PIN_CPU = None
     return rows
 
 
@@ -85,9 +88,33 @@ def main_sweep(out: str) -> None:
         json.dump(res, fh, indent=1)
 
 
+def main_both(out: str, rounds: int = 5) -> None:
+    a, b = operands()
+    launcher = spawn.shared_launcher()
+    own = dobench_process.DoBenchProcess()
+    res = {"flush_us": flush_us(), "runs": []}
+    for r in range(rounds):
+        there = own.run("matmul", (256, 256, 256))
+        gaps = sorted(there["host_gaps_us"])
+        res["runs"].append({"round": r, "where": "own process", "median_us": 1e3 * statistics.median(there["candidate"]),
+                            "host_gap_median_us": statistics.median(gaps), "host_gap_p90_us": gaps[9 * len(gaps) // 10],
+                            "flush_us": there["flush_us"]})
+        res["runs"].append({"round": r, "where": "here", **one_run(a, b)})
+        res["runs"].append({"round": r, "where": "kernelvet", "kernelvet_us": kernelvet_us(launcher)})
+        for row in res["runs"][-3:]:
+            print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        time.sleep(1.2)
+    own.close()
+    with open(out, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
 def main() -> None:
     if sys.argv[1] == "--sweep":
         main_sweep(sys.argv[2])
+        return
+    if sys.argv[1] == "--both":
+        main_both(sys.argv[2])
         return
     a, b = operands()
     launcher = spawn.shared_launcher()

@@ -26,7 +26,7 @@ import kernelvet
 from kernelvet import load_problem, spawn
 from kernelvet.practice import by_name, kernels
 
-from gpu_bench import _dobench_stamped, _flush_us   # bench/ is this script's directory
+from dobench_process import dobench_stamped as _dobench_stamped, flush_us as _flush_us   # bench/ is this script's directory
 
 
 def one_placement(rnd: random.Random) -> dict:

@@ -3,7 +3,8 @@
 1. Timing: kernelvet's reported median against `triton.testing.do_bench` for honest Triton
    float32 GEMMs (IEEE dot) at 256, 1024, 4096, 8192, a Triton softmax, and the torch reference,
    three alternating runs each (do_bench, kernelvet, do_bench, ...); the median of each side's
-   three medians is compared. Each do_bench run also records the host's pace between its timed
+   three medians is compared. do_bench runs in a process of its own, as a user runs it
+   (dobench_process.py: in this one it shared the judge's process and read slower). Each do_bench run also records the host's pace between its timed
    calls: a run whose host was slower per rep than the device (its flush + the kernel) made the
    device wait for each launch, and has launch latency inside its windows (host-bound, in the table).
    Where fewer than three of do_bench's runs were not host-bound, rounds go on (at most
@@ -41,6 +42,8 @@ import torch
 import triton
 
 import kernelvet
+import dobench_process   # bench/ is this script's directory
+from dobench_process import DoBenchProcess, dobench_stamped as _dobench_stamped, flush_us as _flush_us
 from kernelvet import load_problem, spawn
 from kernelvet.practice import by_name, kernels
 
@@ -52,69 +55,20 @@ PAIRS = 5       # CLI: alternating (import torch, kernelvet check) pairs
 SPARE_S = 1.2   # after a vet, its successor's worker has started CUDA and its libraries by then (0.55-0.65 s)
 
 
-PIN_CPU: int | None = None   # --pin=N: do_bench's thread on core N while it runs (see _pinned)
-
-
-@contextlib.contextmanager
-def _pinned():
-    """do_bench's host pace decides whether its windows hold launch latency (_dobench_paced); an
-    experiment for steadier pacing: the calling thread held to one core while do_bench runs
-    (Linux affinity is per thread; the launcher, its workers and the CLI runs are left alone).
-    Session 7 (H200): every core had fast (~50 us) and slow (72-88 us) runs; no steadier."""
-    if PIN_CPU is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {PIN_CPU})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
-def _dobench_stamped(fn) -> tuple[list[float], list[float]]:
-    """do_bench's per-rep times (ms), and the host's intervals between its timed calls (us, stamped
-    in fn). do_bench's only lead is its L2 flush: when the host's pace per rep is slower than the
-    device's (flush + kernel), the device drains its queue and launch latency lands inside the
-    window (session 6, call 3, 256^3: host intervals of 84-99 us against a 64 us flush and a 10 us
-    kernel read 15-28 us; 54-55 us read 12.7-13.3)."""
-    stamps = []
-
-    def stamped():
-        stamps.append(time.perf_counter())
-        fn()
-
-    with _pinned():
-        times = triton.testing.do_bench(stamped, warmup=25, rep=100, return_mode="all")
-    n = len(times)
-    return times, [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
-
-
 def _dobench_paced(fn) -> tuple[float, float]:
     """do_bench's median, and the host's median interval between its timed calls (_dobench_stamped)."""
     times, gaps = _dobench_stamped(fn)
     return statistics.median(times), statistics.median(gaps)
 
 
-def _paced_by_device(db_ms: list, gaps_us: list, flush_us: float, kv_ms: list) -> list:
+def _paced_by_device(db_ms: list, gaps_us: list, flush_us, kv_ms: list) -> list:
     """The do_bench runs that were not host-bound: the host launched faster than the device ran
     each rep (flush + the kernel, kernelvet's median standing for the kernel). In the others the
-    device waited for each launch, so launch latency fell inside the windows."""
+    device waited for each launch, so launch latency fell inside the windows. `flush_us`: one per
+    run, or one for all (results before session 13)."""
     kernel_us = 1e3 * statistics.median(kv_ms)
-    return [ms for ms, gap in zip(db_ms, gaps_us) if gap <= flush_us + kernel_us]
-
-
-def _flush_us() -> float:
-    """Device time of do_bench's own flush (its 256 MB zero_), in us."""
-    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cache.zero_()
-    st.record()
-    for _ in range(20):
-        cache.zero_()
-    en.record()
-    en.synchronize()
-    return st.elapsed_time(en) / 20 * 1e3
+    flushes = flush_us if isinstance(flush_us, list) else [flush_us] * len(db_ms)
+    return [ms for ms, gap, fl in zip(db_ms, gaps_us, flushes) if gap <= fl + kernel_us]
 
 
 def timing_cases(big: bool, quick: bool) -> list[tuple]:
@@ -124,23 +78,13 @@ def timing_cases(big: bool, quick: bool) -> list[tuple]:
     return [] if quick else [("triton_gemm_ieee", "matmul", (n, n, n)) for n in SIZES[2:]]
 
 
-def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
+def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> list[dict]:
+    """do_bench runs in `dobench`'s process (see dobench_process.py), kernelvet's vets here."""
     for name, prob_name, shape in cases:
         prob = load_problem(prob_name, shape)
-        g = torch.Generator(device="cuda").manual_seed(0)
-        if prob_name == "matmul":
-            m, n, k = shape
-            a = torch.randn(m, k, device="cuda", generator=g)
-            b = torch.randn(k, n, device="cuda", generator=g)
-            cand = lambda: kernels.matmul(a, b, ieee=True)        # noqa: E731
-            ref = lambda: torch.mm(a, b)                          # noqa: E731
-        else:
-            x = torch.randn(*shape, device="cuda", generator=g)
-            cand = lambda: kernels.softmax(x)                     # noqa: E731
-            ref = lambda: torch.softmax(x, dim=-1)                # noqa: E731
         db_c, db_r, kv_c, kv_r, walls, gaps, phases = [], [], [], [], [], [], []
         raw = {"candidate": [], "reference": [], "host_gap_p90_us": []}   # do_bench's own reps, kept
-        flush_us = _flush_us()
+        flush_us = []   # do_bench's flush, measured in its process after each of its runs
 
         def more() -> bool:   # three rounds; then more, until do_bench has three runs not host-bound
             if len(kv_c) < ROUNDS:
@@ -148,11 +92,11 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
             return len(kv_c) < MAX_ROUNDS and len(_paced_by_device(db_c, gaps, flush_us, kv_c)) < ROUNDS
 
         while more():
-            times, host_gaps = _dobench_stamped(cand)
+            db = dobench.run(prob_name, shape)
+            times, host_gaps, ref_times = db["candidate"], db["host_gaps_us"], db["reference"]
+            flush_us.append(db["flush_us"])
             db_c.append(statistics.median(times))
             gaps.append(statistics.median(host_gaps))
-            with _pinned():
-                ref_times = triton.testing.do_bench(ref, warmup=25, rep=100, return_mode="all")
             db_r.append(statistics.median(ref_times))
             raw["candidate"].append([round(t, 6) for t in times])
             raw["reference"].append([round(t, 6) for t in ref_times])
@@ -186,7 +130,7 @@ def timing_rows(launcher, cases, rows: list, save) -> list[dict]:
         print(f"{name} {shape}: do_bench {row['do_bench_ms']:.4f} ms, kernelvet {row['kernelvet_ms']:.4f} ms "
               f"({row['ratio']:.3f}); torch ref {row['do_bench_ref_ms']:.4f} vs {row['kernelvet_ref_ms']:.4f} "
               f"({row['ref_ratio']:.3f}); do_bench host pace {[round(g) for g in gaps]} us against a "
-              f"{flush_us:.0f} us flush; to the runs not host-bound: {_host_bound_cells(row)}", flush=True)
+              f"{statistics.median(flush_us):.0f} us flush; to the runs not host-bound: {_host_bound_cells(row)}", flush=True)
     return rows
 
 
@@ -434,17 +378,17 @@ def main() -> None:
         with open(sys.argv[2]) as fh:
             print(table(json.load(fh)), end="")
         return
-    global PIN_CPU
     dest = sys.argv[1]
     quick = "--quick" in sys.argv
-    PIN_CPU = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--pin=")), None)
+    pin = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--pin=")), None)
+    dobench_process.PIN_CPU = pin   # the in-process do_bench of --parts=kernel
     parts = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--parts=")),
                  ["latency", "small", "cli", "big"])
     os.makedirs(dest, exist_ok=True)
     import platform
     res = {"device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-           "do_bench_pinned_cpu": PIN_CPU}
+           "do_bench_pinned_cpu": pin, "do_bench_in": "a process of its own (dobench_process.py)"}
     t0 = time.perf_counter()
     launcher = spawn.shared_launcher()
     res["launcher_start_s"] = time.perf_counter() - t0
@@ -466,9 +410,10 @@ def main() -> None:
     if "latency" in parts:
         with part("latency"):
             res["latency"] = latency_rows(launcher)
+    dobench = DoBenchProcess(pin) if "small" in parts or "big" in parts else None
     if "small" in parts:
         with part("small"):
-            timing_rows(launcher, timing_cases(False, quick), res["timing"], save)
+            timing_rows(launcher, dobench, timing_cases(False, quick), res["timing"], save)
     if "cli" in parts:
         with part("cli"):
             res["cli"] = cli_rows(dest)
@@ -480,7 +425,9 @@ def main() -> None:
             res["processes"] = process_rows()
     if "big" in parts:
         with part("big"):
-            timing_rows(launcher, timing_cases(True, quick), res["timing"], save)
+            timing_rows(launcher, dobench, timing_cases(True, quick), res["timing"], save)
+    if dobench is not None:
+        dobench.close()
     del res["partial"]
     save()
     text = table(res)

@@ -1,0 +1,141 @@
+"""`triton.testing.do_bench` as a user runs it: in a process of its own that holds nothing of
+kernelvet's (no judge, no launcher client, no worker handles, no references on the device).
+
+gpu_bench.py starts one (`DoBenchProcess`) and asks it for one case at a time, alternating with
+kernelvet's vets. Run in the bench's own process, do_bench shared it with the judge of every vet
+before: in session 12 its host pace per rep went from ~50 us in the first round to 89-103 us
+after a few vets, and a host slower than the device's flush + kernel puts launch latency inside
+do_bench's windows (256^3: 19-33 us against 12.7-13.5 us).
+
+Also the helpers the diagnostics use in-process (`dobench_stamped`, `flush_us`, `pinned`).
+
+Protocol (one JSON object per line): the process prints {"ready": true}; then for each line
+{"kind": "matmul"|"softmax", "shape": [...]} on stdin it prints {"candidate": [ms per rep],
+"host_gaps_us": [...], "reference": [ms per rep], "flush_us": F}. Operands are drawn as
+gpu_bench draws them (seed 0 on the device), once per case.
+Usage: python bench/dobench_process.py [--pin=CPU]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import triton
+
+PIN_CPU: int | None = None   # --pin=N: do_bench's thread on core N while it runs (see pinned)
+
+
+@contextlib.contextmanager
+def pinned():
+    """do_bench's host pace decides whether its windows hold launch latency; an experiment for
+    steadier pacing: the calling thread held to one core while do_bench runs (Linux affinity is
+    per thread). Session 7 (H200): every core had fast (~50 us) and slow (72-88 us) runs."""
+    if PIN_CPU is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {PIN_CPU})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def dobench_stamped(fn) -> tuple[list[float], list[float]]:
+    """do_bench's per-rep times (ms), and the host's intervals between its timed calls (us, stamped
+    in fn). do_bench's only lead is its L2 flush: when the host's pace per rep is slower than the
+    device's (flush + kernel), the device drains its queue and launch latency lands inside the
+    window (session 6, call 3, 256^3: host intervals of 84-99 us against a 64 us flush and a 10 us
+    kernel read 15-28 us; 54-55 us read 12.7-13.3)."""
+    stamps = []
+
+    def stamped():
+        stamps.append(time.perf_counter())
+        fn()
+
+    with pinned():
+        times = triton.testing.do_bench(stamped, warmup=25, rep=100, return_mode="all")
+    n = len(times)
+    return times, [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
+
+
+def flush_us() -> float:
+    """Device time of do_bench's own flush (its 256 MB zero_), in us."""
+    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cache.zero_()
+    st.record()
+    for _ in range(20):
+        cache.zero_()
+    en.record()
+    en.synchronize()
+    return st.elapsed_time(en) / 20 * 1e3
+
+
+def case_fns(kind: str, shape) -> tuple:
+    """(candidate, reference) callables on operands drawn with seed 0 on the device."""
+    from kernelvet.practice import kernels
+    g = torch.Generator(device="cuda").manual_seed(0)
+    if kind == "matmul":
+        m, n, k = shape
+        a = torch.randn(m, k, device="cuda", generator=g)
+        b = torch.randn(k, n, device="cuda", generator=g)
+        return (lambda: kernels.matmul(a, b, ieee=True)), (lambda: torch.mm(a, b))
+    if kind == "softmax":
+        x = torch.randn(*shape, device="cuda", generator=g)
+        return (lambda: kernels.softmax(x)), (lambda: torch.softmax(x, dim=-1))
+    raise ValueError(f"unknown case kind {kind!r}")
+
+
+class DoBenchProcess:
+    """The bench's side: one do_bench process, asked for one case at a time."""
+
+    def __init__(self, pin: int | None = None):
+        argv = [sys.executable, os.path.abspath(__file__)] + ([f"--pin={pin}"] if pin is not None else [])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        if json.loads(self._line()).get("ready") is not True:
+            raise RuntimeError("the do_bench process did not start")
+
+    def _line(self) -> str:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the do_bench process ended (exit {self.proc.wait()})")
+        return line
+
+    def run(self, kind: str, shape) -> dict:
+        self.proc.stdin.write(json.dumps({"kind": kind, "shape": list(shape)}) + "\n")
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def main() -> None:
+    global PIN_CPU
+    PIN_CPU = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--pin=")), None)
+    out = sys.stdout
+    sys.stdout = sys.stderr   # anything else printed here stays off the protocol
+    cases = {}
+    print(json.dumps({"ready": True}), file=out, flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        key = (req["kind"], tuple(req["shape"]))
+        if key not in cases:
+            cases[key] = case_fns(*key)
+        cand, ref = cases[key]
+        times, gaps = dobench_stamped(cand)
+        with pinned():
+            ref_times = triton.testing.do_bench(ref, warmup=25, rep=100, return_mode="all")
+        print(json.dumps({"candidate": times, "host_gaps_us": gaps, "reference": ref_times, "flush_us": flush_us()}),
+              file=out, flush=True)
+
+
+if __name__ == "__main__":
+    main()
