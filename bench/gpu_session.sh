@@ -4,7 +4,7 @@
 #                                  bench/gpu_bench.py at every size (timing against do_bench,
 #                                  latency, the CLI) and its table; each step's seconds in steps.txt
 #   bench/gpu_session.sh bench     bench/gpu_bench.py (timing against do_bench, latency, the CLI)
-#   bench/gpu_session.sh tests     the whole GPU test suite (tests/test_gpu*.py)
+#   bench/gpu_session.sh tests     the whole GPU test suite (every test marked gpu)
 #   bench/gpu_session.sh practice [PATTERN ...]   kernelvet practice --device cuda --ablate --json
 #                                  (split by pattern across calls if need be; bench/practice_merge.py
 #                                  joins the JSON files and gives the whole run's verdict)
@@ -39,8 +39,8 @@ left() { echo $(( 580 - (SECONDS - START) - $1 )); }   # seconds left, keeping $
 NOT_MATRIX='not test_cuda_cheat_is_rejected and not test_cuda_ablation and not test_cuda_honest'
 case "${1:-bench}" in
   all)
-    timeout "$(left 60)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=20 tests/test_gpu.py \
-      tests/test_gpu_endings.py > "$OUT/gpu-tests.log" 2>&1
+    timeout "$(left 60)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=20 tests/ \
+      > "$OUT/gpu-tests.log" 2>&1
     echo "tests: exit $? after $((SECONDS - START)) s" | tee "$OUT/steps.txt"; tail -3 "$OUT/gpu-tests.log"
     stop_leftovers
     timeout "$(left 0)" python3 bench/gpu_bench.py "$OUT" --parts=latency,small,cli,big > "$OUT/gpu-bench.log" 2>&1
@@ -48,14 +48,14 @@ case "${1:-bench}" in
   bench)
     python3 bench/gpu_bench.py "$OUT" "${@:2}" 2>&1 | tee "$OUT/gpu-bench.log" | tail -60 ;;
   tests)
-    python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py "${@:2}" 2>&1 \
+    python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/ "${@:2}" 2>&1 \
       | tee "$OUT/gpu-tests.log" | tail -40 ;;
   practice)
     python3 -m kernelvet practice "${@:2}" --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $?"; tail -60 "$OUT/practice-cuda.txt" ;;
   verify)
-    timeout "$(left 250)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py \
+    timeout "$(left 250)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/ \
       -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
     echo "tests exit $? after $((SECONDS - START)) s"; tail -16 "$OUT/gpu-tests.log"
     stop_leftovers
@@ -67,7 +67,7 @@ case "${1:-bench}" in
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; tail -45 "$OUT/practice-cuda.txt"
     stop_leftovers
-    timeout "$(left 65)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_gpu.py tests/test_gpu_endings.py \
+    timeout "$(left 65)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/ \
       -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
     echo "tests exit $? after $((SECONDS - START)) s"; tail -22 "$OUT/gpu-tests.log"
     timeout "$(left 0)" python3 bench/gpu_bench.py "$OUT" --parts=latency > "$OUT/gpu-bench.log" 2>&1
