@@ -1,66 +1,59 @@
-"""Session diagnostic (H200): where the CLI's start-up goes, and what driver_context saves.
-
-Session 13, call 1 (0828a77) asked whether the launcher's `import torch` is slower beside the CLI's
-own (session 12: 3.56 s against 2.88 s): no. Alone 3.6-4.7 s, in the launcher's environment
-3.5-4.3 s, two at once 3.4-4.6 s each; the host's pace moved more than any of these. The marks
-showed the judge's CUDA start-up after the import instead (0.9 s from "torch imported" to "judge's
-device started"), and the first worker asked to prepare only after it.
-
-Now, in alternating rounds: `python -c "import torch"` (the baseline), `kernelvet check --verbose`
-as shipped, and the same check with the driver's context left out (DriverContext replaced by a
-thread that does nothing). Each check's start-up marks and report phases are kept.
-Usage: python bench/diag_cli.py OUT_DIR [ROUNDS]
+"""Session diagnostic (H200): where the CLI's start-up goes. In session 12 the launcher's own
+`import torch` took 3.56 s while the CLI's main process imported torch in 2.88 s beside it, and
+`import torch` alone took ~3.2 s: is a second import beside the first slower (contention), or is
+the launcher's import slower by itself (its environment: no HOME, cwd /, PYTHONPATH, its own
+session)?
+Runs, each in fresh processes: import torch alone (the user's environment), alone in the
+launcher's environment, two at once (both the user's), and `kernelvet check --verbose` (its
+start-up marks). Usage: python bench/diag_cli.py OUT.json [ROUNDS]
+Session 13, call 1: no contention to speak of (alone 3.6-4.7 s, the launcher's environment 3.5-4.3,
+two at once 3.4-4.6 each); the host's pace moved more than any of these.
 """
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
+from kernelvet import spawn
 from kernelvet.practice import by_name
 
-_WITHOUT = ("import sys, kernelvet.driver_context as d\n"
-            "class Off(d.DriverContext):\n"
-            "    def _make(self):\n"
-            "        self.why = 'left out (diag_cli)'\n"
-            "d.DriverContext = Off\n"
-            "from kernelvet.cli import entry\n"
-            "sys.argv[0] = 'kernelvet'\n"
-            "entry()\n")
+_IMPORT = "import time; t = time.monotonic(); import torch; print(time.monotonic() - t)"
+
+
+def _start(env=None, cwd=None, session=False) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _IMPORT], env=env, cwd=cwd, start_new_session=session,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def _import_s(procs) -> list[float]:
+    return [float(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+
+
+def launcher_env() -> dict:
+    env = spawn.worker_env()
+    env["TMPDIR"] = "/tmp"
+    return env
 
 
 def main() -> None:
-    dest, rounds = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 4
-    os.makedirs(dest, exist_ok=True)
-    args = ["check", by_name("triton_gemm_ieee").path, "--ref", "matmul", "--device", "cuda", "--verbose",
-            "--no-server"]
-    runs = {"import torch": [sys.executable, "-c", "import torch"],
-            "check": [sys.executable, "-m", "kernelvet", *args],
-            "check without driver_context": [sys.executable, "-c", _WITHOUT, *args]}
-    res = {k: [] for k in runs}
+    out, rounds = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    res = {"cpus": os.cpu_count(), "alone": [], "launcher_env": [], "two_at_once": [], "check": []}
+    check = [sys.executable, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path, "--ref", "matmul",
+             "--device", "cuda", "--verbose", "--no-server"]
     for r in range(rounds):
-        for label, cmd in runs.items():
-            report = os.path.join(dest, f"cli-{r}-{label.replace(' ', '_')}.json")
-            t0 = time.perf_counter()
-            done = subprocess.run(cmd + (["--json", report] if label != "import torch" else []), capture_output=True,
-                                  text=True, env={**os.environ, "COLUMNS": "200"})
-            row = {"wall_s": time.perf_counter() - t0, "rc": done.returncode}
-            if label != "import torch":
-                marks = [ln for ln in done.stdout.splitlines() if ln.startswith("start-up")]
-                row["start_up"] = marks[-1] if marks else done.stderr[-600:]
-                if os.path.exists(report):
-                    with open(report) as fh:
-                        row["phases_s"] = json.load(fh).get("phases_s")
-            res[label].append(row)
-            print(r, label, f"{row['wall_s']:.2f} s rc {row['rc']}", row.get("start_up", ""), flush=True)
-    for label in ("check", "check without driver_context"):
-        adds = [c["wall_s"] - b["wall_s"] for b, c in zip(res["import torch"], res[label])]
-        res[f"{label}: adds over import torch"] = adds
-        print(f"{label}: adds {statistics.median(adds):.2f} s (median) of {[round(a, 2) for a in adds]}", flush=True)
-    with open(os.path.join(dest, "diag-cli.json"), "w") as fh:
+        res["alone"] += _import_s([_start()])
+        res["launcher_env"] += _import_s([_start(launcher_env(), "/", True)])
+        res["two_at_once"].append(_import_s([_start(), _start()]))
+        t0 = time.perf_counter()
+        done = subprocess.run(check, capture_output=True, text=True)
+        marks = [ln for ln in done.stdout.splitlines() if ln.startswith("start-up")]
+        res["check"].append({"wall_s": time.perf_counter() - t0, "rc": done.returncode,
+                             "start_up": marks[-1] if marks else done.stderr[-400:]})
+        print(r, {k: v[-1] for k, v in res.items() if isinstance(v, list)}, flush=True)
+    with open(out, "w") as fh:
         json.dump(res, fh, indent=1)
 
 

@@ -103,8 +103,6 @@ def _cmd_check(args) -> int:
         _check_writable(args.json)  # now, not after a vet of minutes whose report would be lost
     t0 = time.monotonic()
     start = _EarlyStart(args.sandbox, args.device)   # the launcher imports torch while we do
-    from .driver_context import DriverContext
-    context = DriverContext(args.device)   # and the driver makes our CUDA context meanwhile
     from .problem import load_problem
     start.marks["torch imported"] = time.monotonic() - t0
     prob = load_problem(args.ref, args.shape, args.dtype)
@@ -112,8 +110,6 @@ def _cmd_check(args) -> int:
     from . import render  # noqa: F401 - its import (rich's) too, while the launcher still starts
     warm_judge(args.device)   # while the launcher still imports Triton
     start.marks["judge's device started"] = time.monotonic() - t0
-    if context.ended is not None and context.why is None:
-        start.marks["CUDA context made (driver)"] = context.ended - t0
     launcher = start.result()
     start.marks["vet began"] = time.monotonic() - t0
     code = vet_and_render(args, prob, launcher, prepare_next=False)
