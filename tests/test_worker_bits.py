@@ -72,6 +72,31 @@ def test_the_lead_covers_the_host_queueing_a_whole_rep():
     assert cpu.queued == [] and cpu.lead_s == 30e-6   # no device to keep busy: nothing rehearsed
 
 
+def test_each_drain_rep_is_followed_by_its_twin_without_the_call():
+    """streams' baseline: each synchronised rep with the call, then at once the same rep with an
+    ordered kernel of the judge's own in its place (session 13: baselines taken after all the
+    drain reps read an honest 3 us kernel 8 us "hidden"). Stubbed device steps, in order."""
+    import types
+    from kernelvet.worker import _Reps
+    steps = []
+    bound = types.SimpleNamespace(
+        ev_record=lambda e: steps.append(f"record {e}"), ev_sync=lambda e: None, cuda_sync=lambda: None,
+        pc=lambda: 0.0, ev_elapsed=lambda a, b: 0.01, add_=lambda a, b: steps.append("judge's kernel"))
+    rec = _Reps.__new__(_Reps)
+    rec.w = types.SimpleNamespace(bound=bound)
+    rec.cuda, rec._one, rec._counts, rec._nothing = True, ("start", "end"), [None, None], None
+    rec.synced, rec.drains, rec.null_drains = [], [], []
+    rec._before_call = lambda s, lead=False: steps.append(f"before {s} lead={lead}") or []
+    rec.w._run_candidate = lambda phase, fn, *args: steps.append("call")
+    rec.w.fn = None
+    rec._check_guards = rec._verify = lambda *a: None
+    rec.drain_pairs([4, 5], 3)
+    rep = lambda s, middle: [f"before {s} lead=False", "record start", middle, "record end"]   # noqa: E731
+    assert steps == (rep(4, "call") + rep(4, "judge's kernel") + rep(5, "call") + rep(5, "judge's kernel")
+                     + rep(4, "call") + rep(4, "judge's kernel"))
+    assert len(rec.drains) == len(rec.null_drains) == 3
+
+
 _TRACE_IN_A_FRESH_PROCESS = """
 import sys, torch
 from kernelvet.judge import _count_flops

@@ -1,8 +1,9 @@
 """`streams`: work the reported clock did not see.
 
 Two clocks per rep of a synchronised run after the timed reps: events on the caller's stream,
-and then the host time of a device-wide synchronize (the drain). The drain of a rep with no call
-is calibrated away, so honest launch-bound kernels do not trip it. Work hidden on another stream
+and then the host time of a device-wide synchronize (the drain). Each such rep is followed at once by
+its twin with no call (the same rep, one ordered kernel of the judge's own in the call's place),
+whose drain is calibrated away, so honest launch-bound kernels do not trip it. Work hidden on another stream
 shows as drain time: reject when it exceeds half the event time (the spec's 1.5x) and the noise
 floor. A side stream the caller's stream waits on is inside the events and passes. A drain that
 says "hidden" is measured again (up to twice, by the judge) before it counts, as `timers` does:
