@@ -2,10 +2,13 @@
 kernelvet's (no judge, no launcher client, no worker handles, no references on the device).
 
 gpu_bench.py starts one (`DoBenchProcess`) and asks it for one case at a time, alternating with
-kernelvet's vets. Run in the bench's own process, do_bench shared it with the judge of every vet
-before: in session 12 its host pace per rep went from ~50 us in the first round to 89-103 us
-after a few vets, and a host slower than the device's flush + kernel puts launch latency inside
-do_bench's windows (256^3: 19-33 us against 12.7-13.5 us).
+kernelvet's vets. Until session 13 do_bench ran in the bench's own process, beside the judge of
+every vet; there its host pace per rep went from ~50 us in the first round to 89-103 us after a
+few vets (session 12), and a host slower than the device's flush + kernel puts launch latency
+inside do_bench's windows (256^3: 19-33 us against 12.7-13.5 us). Session 13's `diag_dobench.py
+--both` put the two side by side and found the pace swinging in both, from moment to moment and
+process to process: the judge was not the cause. The process of its own stays as the cleaner
+method.
 
 Also the helpers the diagnostics use in-process (`dobench_stamped`, `flush_us`, `pinned`).
 

@@ -3,9 +3,9 @@
 1. Timing: kernelvet's reported median against `triton.testing.do_bench` for honest Triton
    float32 GEMMs (IEEE dot) at 256, 1024, 4096, 8192, a Triton softmax, and the torch reference,
    three alternating runs each (do_bench, kernelvet, do_bench, ...); the median of each side's
-   three medians is compared. do_bench runs in a process of its own, as a user runs it
-   (dobench_process.py: in this one it shared the judge's process and read slower). Each do_bench run also records the host's pace between its timed
-   calls: a run whose host was slower per rep than the device (its flush + the kernel) made the
+   three medians is compared. do_bench runs in a process of its own, as a user runs it, with
+   nothing of the judge's in it (dobench_process.py). Each do_bench run also records the host's
+   pace between its timed calls: a run whose host was slower per rep than the device (its flush + the kernel) made the
    device wait for each launch, and has launch latency inside its windows (host-bound, in the table).
    Where fewer than three of do_bench's runs were not host-bound, rounds go on (at most
    MAX_ROUNDS) until three were; the table's last column compares kernelvet's median over every
