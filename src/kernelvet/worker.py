@@ -642,9 +642,9 @@ class _Reps:
         # [reps whose output differed from the first, reps that wrote a guard band]: on the device
         # for CUDA (no host sync per rep), read once at the end
         self._counts = worker.bound.zeros(2, dtype=torch.int64, device=worker.device)
-        self._nothing = worker.bound.zeros((), dtype=torch.int64, device=worker.device)   # null_rep's addend
         if self.cuda:
             self._one = (worker.bound.Event(enable_timing=True), worker.bound.Event(enable_timing=True))
+            self._nothing = worker.bound.zeros((), dtype=torch.int64, device=worker.device)   # null_rep's addend
 
     def _before_call(self, s: int, lead: bool = False) -> list:
         """What every rep does before its clock starts: inputs read (pages mapped and TLB warm, seen

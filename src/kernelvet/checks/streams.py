@@ -1,13 +1,14 @@
 """`streams`: work the reported clock did not see.
 
 Two clocks per rep of a synchronised run after the timed reps: events on the caller's stream,
-and then the host time of a device-wide synchronize (the drain). Each such rep is followed at once by
-its twin with no call (the same rep, one ordered kernel of the judge's own in the call's place),
-whose drain is calibrated away, so honest launch-bound kernels do not trip it. Work hidden on another stream
-shows as drain time: reject when it exceeds half the event time (the spec's 1.5x) and the noise
-floor. A side stream the caller's stream waits on is inside the events and passes. A drain that
-says "hidden" is measured again (up to twice, by the judge) before it counts, as `timers` does:
-another process busy on the device for a moment looks like hidden work once; hidden work, every time.
+and then the host time of a device-wide synchronize (the drain). Each such rep is followed at
+once by its twin with no call (the same rep, one ordered kernel of the judge's own in the call's
+place), whose drain is calibrated away, so honest launch-bound kernels do not trip it. Work
+hidden on another stream shows as drain time: reject when it exceeds half the event time (the
+spec's 1.5x) and the noise floor. A side stream the caller's stream waits on is inside the events
+and passes. A drain that says "hidden" is measured again (up to twice, by the judge) before it
+counts, as `timers` does: another process busy on the device for a moment looks like hidden work
+once; hidden work, every time.
 
 At small sizes hidden work can finish inside the host's launch gaps, where no clock sees it, so
 a second witness asks about order, not time: the worker holds the caller's stream in a sleep,
