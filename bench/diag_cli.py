@@ -1,58 +1,78 @@
-"""Session diagnostic (H200): where the CLI's start-up goes. In session 12 the launcher's own
-`import torch` took 3.56 s while the CLI's main process imported torch in 2.88 s beside it, and
-`import torch` alone took ~3.2 s: is a second import beside the first slower (contention), or is
-the launcher's import slower by itself (its environment: no HOME, cwd /, PYTHONPATH, its own
-session)?
-Runs, each in fresh processes: import torch alone (the user's environment), alone in the
-launcher's environment, two at once (both the user's), and `kernelvet check --verbose` (its
-start-up marks). Usage: python bench/diag_cli.py OUT.json [ROUNDS]
-Session 13, call 1: no contention to speak of (alone 3.6-4.7 s, the launcher's environment 3.5-4.3,
-two at once 3.4-4.6 each); the host's pace moved more than any of these.
+"""Session diagnostic (H200): what the CLI adds to `python -c "import torch"`, with and without
+the forked rival launcher (cli.FORK_WHEN_LATE), and where the rest goes.
+
+Each round runs, in fresh processes and in this order: `import torch` alone, the check with the
+fork allowed, the check without it (the order of the two checks alternates from round to round).
+Every check prints its start-up marks (`--verbose`) and two stamps of this script's: when its
+Python reached main (so: the interpreter's start) and when it called os._exit (so: from there to
+the exit status reaching us, the process's teardown, the judge's CUDA context included).
+Usage: python bench/diag_cli.py OUT.json [ROUNDS]
+
+Sessions 12-13 asked the same of the environment and of two imports at once (the version of this
+script before session 14): neither slowed the launcher's import; the host's pace did.
 """
 from __future__ import annotations
 
 import json
-import os
+import statistics
 import subprocess
 import sys
 import time
 
-from kernelvet import spawn
 from kernelvet.practice import by_name
 
-_IMPORT = "import time; t = time.monotonic(); import torch; print(time.monotonic() - t)"
+_WRAP = """
+import os, sys, time
+t_main = time.monotonic()
+import kernelvet.cli as cli
+cli.FORK_WHEN_LATE = {fork}
+_exit = os._exit
+def _stamped(code):
+    sys.stderr.write(f"STAMPS {{t_main}} {{time.monotonic()}}\\n")
+    sys.stderr.flush()
+    _exit(code)
+cli.os._exit = _stamped
+sys.argv = ["kernelvet"] + sys.argv[1:]
+cli.entry()
+"""
 
 
-def _start(env=None, cwd=None, session=False) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", _IMPORT], env=env, cwd=cwd, start_new_session=session,
-                            stdout=subprocess.PIPE, text=True)
+def _check(fork: bool) -> dict:
+    argv = ["check", by_name("triton_gemm_ieee").path, "--ref", "matmul", "--device", "cuda", "--verbose",
+            "--no-server"]
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _WRAP.format(fork=fork)] + argv, capture_output=True, text=True)
+    t_end = time.monotonic()
+    marks = [ln for ln in done.stdout.splitlines() if ln.startswith("start-up")]
+    stamps = [ln.split()[1:] for ln in done.stderr.splitlines() if ln.startswith("STAMPS")]
+    row = {"fork": fork, "wall_s": t_end - t0, "rc": done.returncode,
+           "start_up": marks[-1] if marks else done.stderr[-400:]}
+    if stamps:
+        t_main, t_exit = (float(x) for x in stamps[-1])
+        row.update(python_start_s=t_main - t0, exit_s=t_end - t_exit)
+    return row
 
 
-def _import_s(procs) -> list[float]:
-    return [float(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
-
-
-def launcher_env() -> dict:
-    env = spawn.worker_env()
-    env["TMPDIR"] = "/tmp"
-    return env
+def _import_torch() -> float:
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+    return time.monotonic() - t0
 
 
 def main() -> None:
-    out, rounds = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    res = {"cpus": os.cpu_count(), "alone": [], "launcher_env": [], "two_at_once": [], "check": []}
-    check = [sys.executable, "-m", "kernelvet", "check", by_name("triton_gemm_ieee").path, "--ref", "matmul",
-             "--device", "cuda", "--verbose", "--no-server"]
+    out, rounds = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    res = {"rounds": []}
     for r in range(rounds):
-        res["alone"] += _import_s([_start()])
-        res["launcher_env"] += _import_s([_start(launcher_env(), "/", True)])
-        res["two_at_once"].append(_import_s([_start(), _start()]))
-        t0 = time.perf_counter()
-        done = subprocess.run(check, capture_output=True, text=True)
-        marks = [ln for ln in done.stdout.splitlines() if ln.startswith("start-up")]
-        res["check"].append({"wall_s": time.perf_counter() - t0, "rc": done.returncode,
-                             "start_up": marks[-1] if marks else done.stderr[-400:]})
-        print(r, {k: v[-1] for k, v in res.items() if isinstance(v, list)}, flush=True)
+        row = {"import_torch_s": _import_torch()}
+        for fork in ((True, False) if r % 2 == 0 else (False, True)):
+            row["fork" if fork else "no_fork"] = _check(fork)
+        res["rounds"].append(row)
+        print(r, json.dumps(row), flush=True)
+    for key in ("fork", "no_fork"):
+        adds = [x[key]["wall_s"] - x["import_torch_s"] for x in res["rounds"]]
+        res[f"adds_{key}_median_s"] = statistics.median(adds)
+        print(f"{key}: adds {[round(a, 2) for a in adds]}, median {statistics.median(adds):.2f} s; exit "
+              f"{[round(x[key].get('exit_s', float('nan')), 2) for x in res['rounds']]} s", flush=True)
     with open(out, "w") as fh:
         json.dump(res, fh, indent=1)
 

@@ -1,7 +1,10 @@
 """Every way a worker can end is a verdict with a reason; the judge stays alive and answers; and
 nothing of the judge's secrets reaches the worker."""
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -61,6 +64,39 @@ def test_worker_inherits_no_secret(write):
     assert "ENV" in report.candidate_output
     assert "987654321987" not in report.candidate_output
     assert "seed" not in report.candidate_output.lower()
+
+
+_SPY = ("import sys, json\n"
+        "print('SPY', json.dumps({'env': dict(os.environ), 'argv': sys.argv, 'fds': sorted(os.listdir('/proc/self/fd')),"
+        " 'cmdline': open('/proc/self/cmdline', 'rb').read().decode('latin-1'),"
+        " 'environ': open('/proc/self/environ', 'rb').read().decode('latin-1')}), flush=True)")
+_JUDGE = """
+import sys, torch
+from kernelvet import spawn, vet
+launcher = spawn.Launcher(fork={fork})
+print(launcher.forked, vet({spy!r}, 'matmul', device='cpu', launcher=launcher).candidate_output)
+launcher.close()
+"""
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["started", "forked"])
+def test_worker_sees_nothing_of_the_judges_start(write, fork):
+    """A launcher started as a fresh Python, or forked from a judge that has imported torch
+    (cli.fork_if_late), hands its workers none of the judge's environment, arguments or
+    descriptors: not in os.environ or sys.argv, nor in what /proc shows of the process (the
+    forked launcher zeroes the strings it was started with)."""
+    spy = write("spy.py", MATMUL_HEADER + "import os\n" + honest_matmul(_SPY))
+    proc = subprocess.run([sys.executable, "-c", _JUDGE.format(fork=fork, spy=spy), "--judge-arg-pl4nted"],
+                          env={**os.environ, "KV_PLANTED": "pl4nted"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(str(fork)) and "SPY" in proc.stdout, proc.stdout
+    assert "pl4nted" not in proc.stdout.lower()
+    spied = json.loads(proc.stdout.split("SPY ", 1)[1].splitlines()[0])
+    assert os.path.basename(spied["argv"][0]) == "launcher.py" and len(spied["argv"]) == 2
+    assert not set(spied["env"]) - set(spawn.worker_env()) - {"TMPDIR", "HOME"}, spied["env"]
+    assert len(spied["fds"]) <= 5, spied["fds"]   # stdin, stdout, stderr, its socket, listdir's own
+    if fork:
+        assert spied["cmdline"].rstrip("\0") == "kernelvet-launcher" and not spied["environ"].strip("\0")
 
 
 def test_worker_parent_is_not_the_judge():
