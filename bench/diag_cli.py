@@ -61,7 +61,7 @@ def _import_torch() -> float:
 
 def main() -> None:
     out, rounds = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 6
-    res = {"rounds": []}
+    res = {"rounds": [], "warm_up": _check(False)}   # Triton's cache filled before the rounds count
     for r in range(rounds):
         row = {"import_torch_s": _import_torch()}
         for fork in ((True, False) if r % 2 == 0 else (False, True)):

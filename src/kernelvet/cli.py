@@ -212,7 +212,8 @@ class _EarlyStart(threading.Thread):
                 if self._fork_decided.wait(0.02) and (self.forked is None or forked_seen):
                     raise failed
                 continue
-            readable = select.select([r.ctl for r in waiting], [], [], 0.02)[0]
+            # (ready already: the launcher of an earlier check in this process, reused)
+            readable = [r.ctl for r in waiting if r.ready] or select.select([r.ctl for r in waiting], [], [], 0.02)[0]
             for r in [r for r in waiting if r.ctl in readable]:
                 try:
                     r.wait_ready()   # its message is there: ready, or why it is not
