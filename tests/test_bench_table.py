@@ -76,3 +76,29 @@ def test_do_bench_against_itself_is_tabled_per_process():
     table = gpu_bench.table({"device": "H200", "date": "d", "torch": "t", "triton": "x", "python": "p",
                              "timing": [], "latency": [], "cli": [], "processes": [row]})
     assert "| 256x256x256 | 12.40, 13.70 | 1.105 | 11.80, 12.80 | 1.085 |" in table
+
+
+def test_the_bigger_flush_column_compares_the_first_three_and_names_host_bound_runs():
+    r = _row([17.70, 15.55, 12.99], [87, 84, 70], [12.22, 12.86, 12.86])
+    r.update(do_bench_paced_ms=0.01270, paced_ratio=0.01286 / 0.01270, do_bench_paced_host_bound=0,
+             do_bench_paced={"ms": [0.0127, 0.0126, 0.0128], "host_gap_us": [95, 99, 101], "flush_us": [250] * 3})
+    assert gpu_bench._paced_cells(r) == f"0.0127 | **{0.01286 / 0.0127:.3f}**"
+    r["do_bench_paced_host_bound"] = 1
+    assert gpu_bench._paced_cells(r).endswith("(1 of 3 runs host-bound)")
+    table = gpu_bench.table({"device": "H200", "date": "d", "torch": "t", "triton": "x", "python": "p",
+                             "timing": [r], "latency": [], "cli": []})
+    assert "| 0.0127 | **1.013** (1 of 3 runs host-bound) |" in table
+
+
+def test_the_bigger_flush_patches_tritons_driver_only_inside(monkeypatch):
+    import triton
+
+    class Driver:   # (no GPU here: Triton has no active driver to patch)
+        def get_empty_cache_for_benchmark(self):
+            return "256 MB"
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", Driver())
+    drv = triton.runtime.driver.active
+    with dobench_process.bigger_flush():
+        assert "get_empty_cache_for_benchmark" in vars(drv)   # the instance's own, shadowing the class's
+    assert drv.get_empty_cache_for_benchmark() == "256 MB" and "get_empty_cache_for_benchmark" not in vars(drv)

@@ -484,23 +484,3 @@ def test_the_command_leaves_no_launcher_directory_behind(tmp_path):
     assert "PASS" in proc.stdout and proc.stdout.rstrip().splitlines()[-1].startswith("seed ")
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "pass"
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("kernelvet-")]
-
-
-def test_a_launcher_late_when_torch_is_imported_gets_a_forked_rival(kv, monkeypatch):
-    """In a process that has imported torch already, the launcher started beside it is still
-    importing: without a sandbox, one forked from this process wins the race, serves the vet, and
-    becomes the launcher later vets here find; the started one is stopped."""
-    from kernelvet import spawn
-    monkeypatch.setattr(spawn, "_shared", {})
-    started = []
-    monkeypatch.setattr(cli, "_launcher", lambda sandbox, wait=True: started.append(
-        spawn.shared_launcher(sandbox, wait=wait)) or started[-1])
-    run = kv("check", HONEST_SOFTMAX, "--ref", "softmax", "--device", "cpu", "--sandbox", "off", "--verbose")
-    assert run.rc == 0, run.err
-    start_up = next(ln for ln in run.out.splitlines() if ln.startswith("start-up"))
-    assert "launcher forked" in start_up and "forked launcher ready" in start_up, start_up
-    assert "forked from the judge" in start_up
-    shared = spawn._shared["off"]
-    assert shared.forked and shared.alive()
-    assert len(started) == 1 and not started[0].forked and not started[0].alive()
-    shared.close()

@@ -73,30 +73,25 @@ _SPY = ("import sys, json\n"
 _JUDGE = """
 import sys, torch
 from kernelvet import spawn, vet
-launcher = spawn.Launcher(fork={fork})
-print(launcher.forked, vet({spy!r}, 'matmul', device='cpu', launcher=launcher).candidate_output)
+launcher = spawn.Launcher()
+print(vet({spy!r}, 'matmul', device='cpu', launcher=launcher).candidate_output)
 launcher.close()
 """
 
 
-@pytest.mark.parametrize("fork", [False, True], ids=["started", "forked"])
-def test_worker_sees_nothing_of_the_judges_start(write, fork):
-    """A launcher started as a fresh Python, or forked from a judge that has imported torch
-    (cli.fork_if_late), hands its workers none of the judge's environment, arguments or
-    descriptors: not in os.environ or sys.argv, nor in what /proc shows of the process (the
-    forked launcher zeroes the strings it was started with)."""
+def test_worker_sees_nothing_of_the_judges_start(write):
+    """The launcher hands its workers none of the judge's environment, arguments or descriptors:
+    not in os.environ or sys.argv, nor in what /proc shows of the process. (Session 14 tried a
+    launcher forked from the judge, which had to zero the strings it started with to pass this.)"""
     spy = write("spy.py", MATMUL_HEADER + "import os\n" + honest_matmul(_SPY))
-    proc = subprocess.run([sys.executable, "-c", _JUDGE.format(fork=fork, spy=spy), "--judge-arg-pl4nted"],
+    proc = subprocess.run([sys.executable, "-c", _JUDGE.format(spy=spy), "--judge-arg-pl4nted"],
                           env={**os.environ, "KV_PLANTED": "pl4nted"}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(str(fork)) and "SPY" in proc.stdout, proc.stdout
-    assert "pl4nted" not in proc.stdout.lower()
+    assert "SPY" in proc.stdout and "pl4nted" not in proc.stdout.lower(), proc.stdout
     spied = json.loads(proc.stdout.split("SPY ", 1)[1].splitlines()[0])
     assert os.path.basename(spied["argv"][0]) == "launcher.py" and len(spied["argv"]) == 2
     assert not set(spied["env"]) - set(spawn.worker_env()) - {"TMPDIR", "HOME"}, spied["env"]
     assert len(spied["fds"]) <= 5, spied["fds"]   # stdin, stdout, stderr, its socket, listdir's own
-    if fork:
-        assert spied["cmdline"].rstrip("\0") == "kernelvet-launcher" and not spied["environ"].strip("\0")
 
 
 def test_worker_parent_is_not_the_judge():

@@ -10,7 +10,6 @@ import argparse
 import atexit
 import json
 import os
-import select
 import sys
 import threading
 import time
@@ -106,7 +105,6 @@ def _cmd_check(args) -> int:
     start = _EarlyStart(args.sandbox, args.device)   # the launcher imports torch while we do
     from .problem import load_problem
     start.marks["torch imported"] = time.monotonic() - t0
-    start.fork_if_late()   # now: before this process touches CUDA or draws a secret
     prob = load_problem(args.ref, args.shape, args.dtype)
     from .judge import warm_judge
     from . import render  # noqa: F401 - its import (rich's) too, while the launcher still starts
@@ -167,75 +165,19 @@ def _cmd_practice(args) -> int:
 
 class _EarlyStart(threading.Thread):
     """The launcher (a process that imports torch and Triton) and the first worker (CUDA start-up),
-    started before this process imports torch itself: the two imports overlap instead of adding up.
-
-    Where no sandbox is in use, a launcher that has not said it is ready by the time this process
-    has imported torch gets a rival forked from this process (`fork_if_late`; it needs no import
-    of its own), and the first of the two to be ready is used. Two imports side by side end
-    seconds apart on a busy host; the fork bounds that wait by the forked launcher's own steps."""
+    started before this process imports torch itself: the two imports overlap instead of adding up."""
 
     def __init__(self, sandbox: str, device: str):
         super().__init__(daemon=True, name="kernelvet-early-start")
         self.device, self.error = device, None
         self.t0, self.marks = time.monotonic(), {}
-        # here: the launcher dies with the thread that forked it
-        self.started = self.launcher = _launcher(sandbox, wait=False)
-        self.sandbox = sandbox
-        self.forked, self._winner = None, None
-        self._fork_decided, self._lock = threading.Event(), threading.Lock()
+        self.launcher = _launcher(sandbox, wait=False)   # here: the launcher dies with the thread that forked it
         self.start()
-
-    def fork_if_late(self) -> None:
-        """Called once this process has imported torch, before it touches CUDA or draws a secret."""
-        try:
-            with self._lock:
-                if FORK_WHEN_LATE and self.started.sandbox == "off" and self._winner is None \
-                        and not _has_spoken(self.started):
-                    from .spawn import Launcher
-                    self.forked = Launcher(sandbox="off", wait=False, fork=True)
-                    atexit.register(self.forked.close)
-                    self.marks["launcher forked"] = time.monotonic() - self.t0
-        except (OSError, RuntimeError):   # no fork: the started launcher serves, when it is ready
-            pass
-        finally:
-            self._fork_decided.set()
-
-    def _first_ready(self):
-        """The first launcher to say it is ready; the other one, if any, is closed."""
-        waiting, forked_seen, failed = [self.started], False, None
-        while True:
-            with self._lock:
-                if self.forked is not None and not forked_seen:
-                    waiting.append(self.forked)
-                    forked_seen = True
-            if not waiting:   # every launcher so far failed: raise, unless a fork may still come
-                if self._fork_decided.wait(0.02) and (self.forked is None or forked_seen):
-                    raise failed
-                continue
-            # (ready already: the launcher of an earlier check in this process, reused)
-            readable = [r.ctl for r in waiting if r.ready] or select.select([r.ctl for r in waiting], [], [], 0.02)[0]
-            for r in [r for r in waiting if r.ctl in readable]:
-                try:
-                    r.wait_ready()   # its message is there: ready, or why it is not
-                except RuntimeError as exc:
-                    waiting.remove(r)
-                    failed = exc
-                    continue
-                with self._lock:
-                    self._winner = r
-                    losers = [x for x in (self.started, self.forked) if x is not None and x is not r]
-                for x in losers:
-                    x.close()
-                if r is self.forked:   # the one later vets in this process find
-                    from .spawn import adopt_shared
-                    adopt_shared(self.sandbox, self.started, r)
-                return r
 
     def run(self):
         try:
-            self.launcher = self._first_ready()
-            self.marks["forked launcher ready" if self.launcher is self.forked else "launcher ready"] = \
-                time.monotonic() - self.t0
+            self.launcher.wait_ready()
+            self.marks["launcher ready"] = time.monotonic() - self.t0
             from .judge import prepare
             prepare(self.launcher, self.device)
             self.marks["worker asked to prepare"] = time.monotonic() - self.t0
@@ -249,20 +191,6 @@ class _EarlyStart(threading.Thread):
         if isinstance(self.error, UsageError) or (self.error is not None and not self.launcher.ready):
             raise self.error
         return self.launcher
-
-
-# A launcher late at `import torch`'s end gets a forked rival (bench/diag_cli.py turns it off to compare)
-FORK_WHEN_LATE = True
-
-
-def _has_spoken(launcher) -> bool:
-    """Its first message (ready, or its end) is waiting to be read, or was read."""
-    if launcher.ready:
-        return True
-    try:
-        return bool(select.select([launcher.ctl], [], [], 0)[0])
-    except (ValueError, OSError):   # closed: it failed, and said so
-        return False
 
 
 def _launcher(sandbox: str, wait: bool = True):

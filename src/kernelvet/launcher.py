@@ -60,7 +60,13 @@ def _child(ctl: socket.socket, fd: int, req: dict) -> None:
         os.dup2(null, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
-        _close_all_but(fd)
+        for other in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
+            n = int(other)
+            if n > 2 and n != fd:
+                try:
+                    os.close(n)
+                except OSError:
+                    pass
         os.chdir(req["cwd"])
         os.environ["HOME"] = req["cwd"]
         os.environ["TMPDIR"] = req["cwd"]
@@ -102,71 +108,9 @@ class _Steps(dict):
         self[name], self._t = round(now - self._t, 4), now
 
 
-def become_launcher(ctl_fd: int, env: dict) -> None:
-    """In a child just forked from the judge (after its `import torch`, before it touches CUDA or
-    draws a secret): leave everything of the judge's behind, then serve as `python -m
-    kernelvet.launcher` would. Never returns. What is left in memory is the judge's start-up
-    (its arguments, as `/proc/<judge>/cmdline` shows them to any process of the same user).
-
-    Left behind: the judge's session and signal handlers, every descriptor but the control
-    socket (stdin, stdout, stderr on /dev/null), its working directory, its environment (the
-    worker's allowlist instead), and the argv and environment strings the kernel shows in
-    /proc/self/cmdline and /proc/self/environ (zeroed in place)."""
-    try:
-        os.setsid()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        _close_all_but(ctl_fd)
-        os.chdir("/")
-        os.environ.clear()      # unsetenv each: the C environment too
-        os.environ.update(env)
-        _zero_start_strings()
-        sys.argv = [os.path.abspath(__file__), str(ctl_fd)]   # as `python -m kernelvet.launcher FD` has it
-        serve(ctl_fd, forked=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(0)   # never the judge's atexit handlers or finally blocks
-
-
-def _close_all_but(keep: int) -> None:
-    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
-        n = int(name)
-        if n > 2 and n != keep:
-            try:
-                os.close(n)
-            except OSError:
-                pass
-
-
-def _zero_start_strings() -> None:
-    """Zero the argv and environment strings the process started with (the kernel reads
-    /proc/PID/cmdline and /proc/PID/environ from there), and name argv "kernelvet-launcher".
-    After `os.environ.clear()` nothing points into the environment's; Python keeps copies of both."""
-    import ctypes
-    try:
-        with open("/proc/self/stat", "rb") as fh:
-            stat = fh.read()
-        fields = stat[stat.rindex(b")") + 2:].split()
-        arg_start, arg_end, env_start, env_end = (int(fields[i]) for i in range(45, 49))  # stat fields 48-51
-    except (OSError, ValueError, IndexError):
-        return
-    for start, end in ((arg_start, arg_end), (env_start, env_end)):
-        if 0 < start < end:
-            ctypes.memset(start, 0, end - start)
-    name = b"kernelvet-launcher"
-    if arg_end - arg_start > len(name):
-        ctypes.memmove(arg_start, name, len(name))
-
-
-def serve(ctl_fd: int, forked: bool = False) -> None:
+def serve(ctl_fd: int) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     steps = _Steps()
-    if forked:
-        steps.done("forked from the judge")
     # Paid once here, not per candidate. Triton is optional.
     import torch  # noqa: F401
     steps.done("import torch")
@@ -188,8 +132,8 @@ def serve(ctl_fd: int, forked: bool = False) -> None:
     steps.done("dispatch mode")
     # Everything loaded so far lives as long as we do: out of the collector's sight, a worker's
     # gc.collect() (before it paints freed memory) costs microseconds, not ~50 ms, and forked
-    # workers do not dirty these pages by walking them. (No collection first: it took 0.07-0.11 s
-    # on the H200, on the forked launcher's path to ready, to free the little that imports leave.)
+    # workers do not dirty these pages by walking them. (No collection first: 0.07-0.11 s on the
+    # H200's host to free the little that imports leave.)
     gc.freeze()
     steps.done("gc freeze")
     signal.signal(signal.SIGINT, signal.SIG_IGN)

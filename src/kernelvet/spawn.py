@@ -104,17 +104,12 @@ class Launcher:
     `mem_limit`: bytes of data memory per CPU-only worker (None: no limit); CUDA workers get none,
     since the CUDA driver's address-space reservations do not mix with memory rlimits.
     `max_procs`: processes one worker's tree may hold at once before the launcher kills it.
-    `fork`: fork this process instead of starting Python (no sandbox only): for a caller that has
-    imported torch already and not started CUDA, a launcher without a second `import torch`
-    (see launcher.become_launcher for what the child leaves behind).
     """
 
     def __init__(self, start_timeout: float = 120.0, *, sandbox: str = "off",
                  mem_limit: int | None = containment.default_mem_bytes(), max_procs: int = containment.MAX_PROCS,
-                 wait: bool = True, fork: bool = False):
+                 wait: bool = True):
         bwrap = sandboxing.resolve(sandbox)
-        if fork and (bwrap or _cuda_started()):
-            raise RuntimeError("a launcher is forked only without a sandbox, before CUDA has started")
         self.sandbox = "bwrap" if bwrap else "off"
         self.mem_limit, self.max_procs = mem_limit, max_procs
         # Every worker's directory lives under this one, so that a sandbox needs to open only it.
@@ -128,14 +123,10 @@ class Launcher:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # The kernel stamps each packet with its sender's pid, translated into our PID namespace.
         parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        if fork:
-            self.proc = _Forked(child.fileno(), env)
-        else:
-            self.proc = subprocess.Popen(
-                argv + [str(child.fileno())], pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
+        self.proc = subprocess.Popen(
+            argv + [str(child.fileno())], pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
         child.close()
-        self.forked = fork
         self.ctl = parent
         self.exits: dict[int, tuple[int, str | None]] = {}
         self.lock = threading.Lock()
@@ -146,16 +137,13 @@ class Launcher:
         if wait:
             self.wait_ready()
 
-    def wait_ready(self, timeout: float | None = None) -> bool:
+    def wait_ready(self) -> None:
         """Until the launcher has imported torch and said so (`wait=False` lets the caller work
         meanwhile; the process must still be started from a thread that lives on, since the
-        launcher dies with the thread that forked it). With `timeout`: False if it has said
-        nothing by then."""
+        launcher dies with the thread that forked it)."""
         with self._ready_lock:
             if self._started:
-                return True
-            if timeout is not None and not select.select([self.ctl], [], [], timeout)[0]:
-                return False
+                return
             msg = self._read(time.monotonic() + self._start_timeout)
             if msg is None or msg.get("op") != "ready":
                 self.close()
@@ -165,7 +153,6 @@ class Launcher:
             if isinstance(steps, dict):
                 self.start_steps = {str(k): float(v) for k, v in steps.items() if isinstance(v, (int, float))}
             self._started = True
-            return True
 
     @property
     def ready(self) -> bool:
@@ -242,38 +229,6 @@ class Launcher:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _cuda_started() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.cuda.is_initialized()
-
-
-class _Forked:
-    """A launcher forked from this process, with the part of `subprocess.Popen` that Launcher uses."""
-
-    def __init__(self, ctl_fd: int, env: dict):
-        from . import launcher
-        self.returncode = None
-        self.pid = os.fork()
-        if self.pid == 0:
-            launcher.become_launcher(ctl_fd, env)   # never returns
-
-    def poll(self) -> int | None:
-        return self._wait(os.WNOHANG)
-
-    def wait(self) -> int:
-        return self._wait(0)
-
-    def _wait(self, flags: int) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, flags)
-            except ChildProcessError:   # reaped elsewhere: gone all the same
-                pid, status = self.pid, 9
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-
 _shared: dict[str, Launcher] = {}
 _shared_lock = threading.Lock()
 
@@ -288,13 +243,6 @@ def shared_launcher(sandbox: str = "off", wait: bool = True) -> Launcher:
     if wait:
         launcher.wait_ready()
     return launcher
-
-
-def adopt_shared(sandbox: str, old: Launcher, new: Launcher) -> None:
-    """`new` is the shared launcher for `sandbox` from now on, where `old` was (a rival that won)."""
-    with _shared_lock:
-        if _shared.get(sandbox) is old:
-            _shared[sandbox] = new
 
 
 def _cpu_only(device) -> bool:
