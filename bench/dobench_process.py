@@ -12,10 +12,10 @@ method.
 
 Also the helpers the diagnostics use in-process (`dobench_stamped`, `flush_us`, `pinned`).
 
-Each case is timed twice: as do_bench is (its 256 MB flush), and with a 1 GiB flush
-(`bigger_flush`), which keeps the device busier per rep than the host's pace, so that do_bench's
-windows hold no launch latency even where its host falls behind (the 256^3 GEMM on the H200's
-host, sessions 12-14).
+Each case's candidate is timed twice: as do_bench is, and with a spin kernel before each of its
+flushes (`spin_lead`), which keeps the device busier per rep than the host's pace, so that
+do_bench's windows hold no launch latency even where its host falls behind (the 256^3 GEMM on
+the H200's host, sessions 12-14).
 
 Protocol (one JSON object per line): the process prints {"ready": true}; then for each line
 {"kind": "matmul"|"softmax", "shape": [...]} on stdin it prints {"candidate": [ms per rep],
@@ -74,33 +74,43 @@ def dobench_stamped(fn) -> tuple[list[float], list[float]]:
     return times, [(y - x) * 1e6 for x, y in zip(stamps[-n:], stamps[-n + 1:])]
 
 
-# do_bench's own flush is 256 MB (~60 us of zeroing on an H200); this one is four times that.
-PACED_FLUSH_BYTES = 1 << 30
+LEAD_US = 200   # device time of the spin before each of do_bench's flushes (spin_lead)
 
 
 @contextlib.contextmanager
-def bigger_flush():
-    """do_bench with a 1 GiB flush buffer instead of its 256 MB one (patched on Triton's driver,
-    whose `get_empty_cache_for_benchmark` do_bench calls once per run): ~250 us of zeroing per rep
-    on an H200 keeps the device busy longer than the host's pace (50-125 us a rep seen), so the
-    host stays ahead and no launch latency falls inside a window. The L2 is flushed as before;
-    nothing else of do_bench changes. Its host pace is stamped all the same, to show it held."""
+def spin_lead():
+    """do_bench with a spin kernel of LEAD_US before each of its flushes (patched on Triton's
+    driver, whose `clear_cache` do_bench calls before every timed call; torch.cuda._sleep, as
+    kernelvet's own lead). The device then spends longer per rep than the host's pace (50-125 us
+    a rep seen on the H200's host), so the host stays ahead and no launch latency falls inside a
+    window. The flush itself is do_bench's (256 MB), so the kernel meets the same cache and TLB
+    state: session 14 tried a 1 GiB flush instead, and it read the 256^3 GEMM 4% slower (13.4 us
+    against 12.8) and the softmax 2%. Its host pace is stamped all the same, to show it held."""
     drv = triton.runtime.driver.active
-    drv.get_empty_cache_for_benchmark = lambda: torch.empty(PACED_FLUSH_BYTES // 4, dtype=torch.int, device="cuda")
+    own = drv.clear_cache
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    cycles = int(LEAD_US * (getattr(props, "clock_rate", 0) or 1_980_000) / 1e3)   # clock_rate: kHz
+
+    def clear_cache(cache):
+        torch.cuda._sleep(cycles)
+        own(cache)
+
+    drv.clear_cache = clear_cache
     try:
         yield
     finally:
-        del drv.get_empty_cache_for_benchmark   # the class's method again
+        del drv.clear_cache   # the class's method again
 
 
 def flush_us() -> float:
-    """Device time of do_bench's flush (its 256 MB zero_, or the bigger one inside bigger_flush), in us."""
-    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    """Device time of do_bench's flush (its 256 MB zero_; inside spin_lead, the spin too), in us."""
+    drv = triton.runtime.driver.active
+    cache = drv.get_empty_cache_for_benchmark()
     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cache.zero_()
+    drv.clear_cache(cache)
     st.record()
     for _ in range(20):
-        cache.zero_()
+        drv.clear_cache(cache)
     en.record()
     en.synchronize()
     return st.elapsed_time(en) / 20 * 1e3
@@ -162,7 +172,7 @@ def main() -> None:
         with pinned():
             ref_times = triton.testing.do_bench(ref, warmup=25, rep=100, return_mode="all")
         own_flush = flush_us()
-        with bigger_flush():
+        with spin_lead():
             paced, paced_gaps = dobench_stamped(cand)
             paced_flush = flush_us()
         print(json.dumps({"candidate": times, "host_gaps_us": gaps, "reference": ref_times, "flush_us": own_flush,

@@ -78,27 +78,44 @@ def test_do_bench_against_itself_is_tabled_per_process():
     assert "| 256x256x256 | 12.40, 13.70 | 1.105 | 11.80, 12.80 | 1.085 |" in table
 
 
-def test_the_bigger_flush_column_compares_the_first_three_and_names_host_bound_runs():
-    r = _row([17.70, 15.55, 12.99], [87, 84, 70], [12.22, 12.86, 12.86])
-    r.update(do_bench_paced_ms=0.01270, paced_ratio=0.01286 / 0.01270, do_bench_paced_host_bound=0,
-             do_bench_paced={"ms": [0.0127, 0.0126, 0.0128], "host_gap_us": [95, 99, 101], "flush_us": [250] * 3})
-    assert gpu_bench._paced_cells(r) == f"0.0127 | **{0.01286 / 0.0127:.3f}**"
-    r["do_bench_paced_host_bound"] = 1
-    assert gpu_bench._paced_cells(r).endswith("(1 of 3 runs host-bound)")
+def _with_spin_led(r, ms, host_bound=0):
+    r.update(do_bench_paced_ms=sorted(ms)[1] / 1e3, do_bench_paced_host_bound=host_bound,
+             paced_ratio=r["kernelvet_ms"] / (sorted(ms)[1] / 1e3), ratio=r["kernelvet_ms"] / r["do_bench_ms"],
+             do_bench_paced={"ms": [x / 1e3 for x in ms], "host_gap_us": [95, 99, 101], "flush_us": [262] * 3})
+    return r
+
+
+def test_issue_4_compares_with_do_bench_unless_one_of_its_first_three_runs_was_host_bound():
+    paced = _with_spin_led(_row([12.67, 12.77, 12.77], [47, 62, 57], [12.77, 12.9, 12.9]), [12.8, 12.7, 12.9])
+    assert gpu_bench.compared(paced) == (pytest.approx(12.9 / 12.77), "do_bench")
+    bound = _with_spin_led(_row([17.70, 15.55, 12.99], [87, 84, 70], [12.22, 12.86, 12.86]), [12.8, 12.7, 12.9])
+    assert gpu_bench.compared(bound) == (pytest.approx(12.86 / 12.8), "spin-led do_bench")
     table = gpu_bench.table({"device": "H200", "date": "d", "torch": "t", "triton": "x", "python": "p",
-                             "timing": [r], "latency": [], "cli": []})
-    assert "| 0.0127 | **1.013** (1 of 3 runs host-bound) |" in table
+                             "timing": [paced, bound], "latency": [], "cli": []})
+    assert f"| **{12.9 / 12.77:.3f}** |" in table and f"| **{12.86 / 12.8:.3f}** (spin-led do_bench) |" in table
 
 
-def test_the_bigger_flush_patches_tritons_driver_only_inside(monkeypatch):
+def test_the_spin_led_cells_name_its_own_host_bound_runs():
+    r = _with_spin_led(_row([17.70, 15.55, 12.99], [87, 84, 70], [12.22, 12.86, 12.86]), [12.8, 12.7, 12.9], 1)
+    assert gpu_bench._paced_cells(r) == f"0.0128 | {12.86 / 12.8:.3f} (1 of 3 runs host-bound)"
+
+
+def test_the_spin_lead_patches_tritons_driver_only_inside(monkeypatch):
     import triton
+    import torch
 
-    class Driver:   # (no GPU here: Triton has no active driver to patch)
-        def get_empty_cache_for_benchmark(self):
-            return "256 MB"
+    class Driver:   # (no GPU here: Triton has no active driver to patch, torch no device to spin)
+        def clear_cache(self, cache):
+            cache.append("zeroed")
 
+    spins = []
     monkeypatch.setattr(triton.runtime.driver, "_active", Driver())
-    drv = triton.runtime.driver.active
-    with dobench_process.bigger_flush():
-        assert "get_empty_cache_for_benchmark" in vars(drv)   # the instance's own, shadowing the class's
-    assert drv.get_empty_cache_for_benchmark() == "256 MB" and "get_empty_cache_for_benchmark" not in vars(drv)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"clock_rate": 1_000_000}))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "_sleep", spins.append)
+    drv, cache = triton.runtime.driver.active, []
+    with dobench_process.spin_lead():
+        drv.clear_cache(cache)
+    drv.clear_cache(cache)
+    assert spins == [dobench_process.LEAD_US * 1000] and cache == ["zeroed", "zeroed"]   # 1 GHz: 1000 cycles a us
+    assert "clear_cache" not in vars(drv)
