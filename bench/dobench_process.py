@@ -12,15 +12,16 @@ method.
 
 Also the helpers the diagnostics use in-process (`dobench_stamped`, `flush_us`, `pinned`).
 
-Each case's candidate is timed twice: as do_bench is, and with a spin kernel before each of its
+Each case is timed twice: as do_bench is, and with a spin kernel before each of its
 flushes (`spin_lead`), which keeps the device busier per rep than the host's pace, so that
 do_bench's windows hold no launch latency even where its host falls behind (the 256^3 GEMM on
 the H200's host, sessions 12-14).
 
 Protocol (one JSON object per line): the process prints {"ready": true}; then for each line
 {"kind": "matmul"|"softmax", "shape": [...]} on stdin it prints {"candidate": [ms per rep],
-"host_gaps_us": [...], "reference": [ms per rep], "flush_us": F, "paced": [ms per rep],
-"paced_host_gaps_us": [...], "paced_flush_us": F}. Operands are drawn as gpu_bench draws them
+"host_gaps_us": [...], "reference": [ms per rep], "reference_host_gaps_us": [...], "flush_us": F,
+"paced": [ms per rep], "paced_host_gaps_us": [...], "reference_paced": [ms per rep],
+"reference_paced_host_gaps_us": [...], "paced_flush_us": F} (the torch reference is timed both ways too). Operands are drawn as gpu_bench draws them
 (seed 0 on the device), once per case.
 Usage: python bench/dobench_process.py [--pin=CPU]
 """
@@ -169,15 +170,16 @@ def main() -> None:
             cases[key] = case_fns(*key)
         cand, ref = cases[key]
         times, gaps = dobench_stamped(cand)
-        with pinned():
-            ref_times = triton.testing.do_bench(ref, warmup=25, rep=100, return_mode="all")
+        ref_times, ref_gaps = dobench_stamped(ref)
         own_flush = flush_us()
         with spin_lead():
             paced, paced_gaps = dobench_stamped(cand)
+            ref_paced, ref_paced_gaps = dobench_stamped(ref)
             paced_flush = flush_us()
         print(json.dumps({"candidate": times, "host_gaps_us": gaps, "reference": ref_times, "flush_us": own_flush,
-                          "paced": paced, "paced_host_gaps_us": paced_gaps, "paced_flush_us": paced_flush}),
-              file=out, flush=True)
+                          "reference_host_gaps_us": ref_gaps, "paced": paced, "paced_host_gaps_us": paced_gaps,
+                          "reference_paced": ref_paced, "reference_paced_host_gaps_us": ref_paced_gaps,
+                          "paced_flush_us": paced_flush}), file=out, flush=True)
 
 
 if __name__ == "__main__":

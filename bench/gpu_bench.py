@@ -13,11 +13,12 @@
    left do_bench fewer than three such runs at 256^3, so each round also times the candidate with
    do_bench led by a 200 us spin kernel before each of its flushes (dobench_process.spin_lead):
    the device stays ahead of the host, so no launch latency enters a window, and the flush is
-   do_bench's own. Issue 4's comparison (the last column, in bold) is the first three rounds'
-   ratio to do_bench as it is, or, where any of those three do_bench runs was host-bound, to the
-   spin-led do_bench: a host-bound run times launch latency with the kernel, so it is no reading
-   of the kernel to be within 3% of (the decision and its grounds: the results README of session
-   14). do_bench's per-rep times and the 90th percentile of its host's pace are kept in the JSON.
+   do_bench's own. Issue 4's comparison (the columns in bold, for the candidate and for the torch
+   reference, which is timed both ways too) is the first three rounds' ratio to do_bench as it
+   is, or, where any of those three do_bench runs was host-bound, to the spin-led do_bench: a
+   host-bound run times launch latency with the kernel, so it is no reading of the kernel to be
+   within 3% of (the decision and its grounds: the results README of session 14). do_bench's
+   per-rep times and the 90th percentile of its host's pace are kept in the JSON.
 2. Latency through the Python API with a warm launcher and a warm Triton cache: an honest 256^3
    Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
 3. The CLI: wall time of `kernelvet check` against `python -c "import torch"` alone, cold (in
@@ -94,6 +95,7 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
         raw = {"candidate": [], "reference": [], "host_gap_p90_us": [], "paced": []}   # do_bench's own reps, kept
         flush_us = []   # do_bench's flush, measured in its process after each of its runs
         paced = {"ms": [], "host_gap_us": [], "flush_us": []}   # do_bench led by a spin (spin_lead): flush_us has both
+        ref_gaps, ref_paced = [], {"ms": [], "host_gap_us": []}   # the torch reference's, the same two ways
 
         def more() -> bool:   # three rounds; then more, until do_bench has three runs not host-bound
             if len(kv_c) < ROUNDS:
@@ -114,6 +116,9 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
             paced["host_gap_us"].append(statistics.median(db["paced_host_gaps_us"]))
             paced["flush_us"].append(db["paced_flush_us"])
             raw["paced"].append([round(t, 6) for t in db["paced"]])
+            ref_gaps.append(statistics.median(db["reference_host_gaps_us"]))
+            ref_paced["ms"].append(statistics.median(db["reference_paced"]))
+            ref_paced["host_gap_us"].append(statistics.median(db["reference_paced_host_gaps_us"]))
             t0 = time.perf_counter()
             rep = kernelvet.vet(by_name(name).path, prob, device="cuda", launcher=launcher, audit="never")
             walls.append(time.perf_counter() - t0)
@@ -139,10 +144,13 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
                # issue 4's comparison: the first three rounds against do_bench kept device-paced
                "do_bench_paced_ms": statistics.median(paced["ms"][:ROUNDS]), "do_bench_paced": paced,
                "do_bench_paced_host_bound": len(paced["ms"]) - len(_paced_by_device(
-                   paced["ms"], paced["host_gap_us"], paced["flush_us"], kv_c))}
+                   paced["ms"], paced["host_gap_us"], paced["flush_us"], kv_c)),
+               "do_bench_ref_host_gap_us": ref_gaps, "do_bench_ref_paced": ref_paced,
+               "do_bench_ref_paced_ms": statistics.median(ref_paced["ms"][:ROUNDS])}
         row["ratio"] = row["kernelvet_ms"] / row["do_bench_ms"]
         row["paced_ratio"] = row["kernelvet_ms"] / row["do_bench_paced_ms"]
         row["ref_ratio"] = row["kernelvet_ref_ms"] / row["do_bench_ref_ms"]
+        row["ref_paced_ratio"] = row["kernelvet_ref_ms"] / row["do_bench_ref_paced_ms"]
         rows.append(row)
         save()
         print(f"{name} {shape}: do_bench {row['do_bench_ms']:.4f} ms, kernelvet {row['kernelvet_ms']:.4f} ms "
@@ -151,7 +159,7 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
               f"{statistics.median(flush_us):.0f} us flush; to the runs not host-bound: {_host_bound_cells(row)}; "
               f"spin-led do_bench {row['do_bench_paced_ms']:.4f} ms ({row['paced_ratio']:.3f}, host pace "
               f"{[round(g) for g in paced['host_gap_us']]} us against {statistics.median(paced['flush_us']):.0f} us); "
-              f"compared: {_compared_cell(row)}", flush=True)
+              f"compared: {_compared_cell(row)}, torch ref {_compared_cell(row, ref=True)}", flush=True)
     return rows
 
 
@@ -354,27 +362,30 @@ def _paced_cells(r: dict) -> str:
             + (f" ({r['do_bench_paced_host_bound']} of {n} runs host-bound)" if r["do_bench_paced_host_bound"] else ""))
 
 
-def compared(r: dict) -> tuple[float, str]:
+def compared(r: dict, ref: bool = False) -> tuple[float, str]:
     """Issue 4's comparison: kernelvet's first three rounds against do_bench's, as do_bench is if
-    none of its first three runs was host-bound, else against the spin-led do_bench."""
-    db = r["runs"]["do_bench"][:ROUNDS]
-    clean = _paced_by_device(db, r["do_bench_host_gap_us"][:ROUNDS], _per_run(r["do_bench_flush_us"], len(db))[:ROUNDS],
-                             r["runs"]["kernelvet"])
+    none of its first three runs was host-bound, else against the spin-led do_bench. `ref`: the
+    same for the torch reference (its pace recorded since session 14)."""
+    k = "_ref" if ref else ""
+    ratio, paced_ms = r[f"{k[1:]}_ratio" if ref else "ratio"], r.get(f"do_bench{k}_paced_ms")
+    if f"do_bench{k}_host_gap_us" not in r:   # no pace recorded for it
+        return ratio, "do_bench"
+    db = r["runs"][f"do_bench{k}"][:ROUNDS]
+    clean = _paced_by_device(db, r[f"do_bench{k}_host_gap_us"][:ROUNDS],
+                             _per_run(r["do_bench_flush_us"], len(db))[:ROUNDS], r["runs"][f"kernelvet{k}"])
     if len(clean) == len(db):
-        return r["ratio"], "do_bench"
-    if "do_bench_paced_ms" not in r:   # results before session 14
-        return r["ratio"], "do_bench, host-bound"
-    return r["paced_ratio"], "spin-led do_bench"
+        return ratio, "do_bench"
+    if paced_ms is None:   # results before session 14
+        return ratio, "do_bench, host-bound"
+    return r[f"{k[1:]}_paced_ratio" if ref else "paced_ratio"], "spin-led do_bench"
 
 
 def _per_run(flush_us, n: int) -> list:
     return flush_us if isinstance(flush_us, list) else [flush_us] * n
 
 
-def _compared_cell(r: dict) -> str:
-    if "do_bench_host_gap_us" not in r:   # results before session 6: no pace recorded
-        return f"**{r['ratio']:.3f}**"
-    ratio, against = compared(r)
+def _compared_cell(r: dict, ref: bool = False) -> str:
+    ratio, against = compared(r, ref)
     return f"**{ratio:.3f}**" + (f" ({against})" if against != "do_bench" else "")
 
 
@@ -383,8 +394,8 @@ def table(res: dict) -> str:
            f"torch {res['torch']}, Triton {res['triton']}, Python {res['python']}", "",
            "## Timing: kernelvet vs triton.testing.do_bench (median of three alternating runs)", "",
            "| kernel | shape | do_bench ms | kernelvet ms | ratio | spin-led do_bench ms | ratio to it "
-           "| torch ref do_bench ms | kernelvet ref ms | ratio | do_bench runs host-bound | ratio to do_bench's runs "
-           "not host-bound | **compared (issue 4)** |",
+           "| torch ref do_bench ms | kernelvet ref ms | **torch ref compared** | do_bench runs host-bound "
+           "| ratio to do_bench's runs not host-bound | **compared (issue 4)** |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["timing"]:
         if "rejected" in r:
@@ -392,7 +403,8 @@ def table(res: dict) -> str:
             continue
         out.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | {r['do_bench_ms']:.4f} | "
                    f"{r['kernelvet_ms']:.4f} | {r['ratio']:.3f} | {_paced_cells(r)} | {r['do_bench_ref_ms']:.4f} | "
-                   f"{r['kernelvet_ref_ms']:.4f} | {r['ref_ratio']:.3f} | {_host_bound_cells(r)} | {_compared_cell(r)} |")
+                   f"{r['kernelvet_ref_ms']:.4f} | {_compared_cell(r, ref=True)} | {_host_bound_cells(r)} | "
+                   f"{_compared_cell(r)} |")
     out += ["", "## Latency through the Python API (warm launcher, warm Triton cache)", "",
             "| candidate | audit | spacing | wall s | verdict | failed | phases |", "|---|---|---|---|---|---|---|"]
     for r in res["latency"]:

@@ -95,6 +95,18 @@ def test_issue_4_compares_with_do_bench_unless_one_of_its_first_three_runs_was_h
     assert f"| **{12.9 / 12.77:.3f}** |" in table and f"| **{12.86 / 12.8:.3f}** (spin-led do_bench) |" in table
 
 
+def test_the_torch_reference_is_compared_by_the_same_rule():
+    r = _with_spin_led(_row([17.70, 15.55, 12.99], [47, 52, 57], [12.22, 12.86, 12.86]), [12.8, 12.7, 12.9])
+    r["runs"].update(do_bench_ref=[0.0125, 0.0123, 0.0124], kernelvet_ref=[0.0120, 0.0120, 0.0121])
+    r.update(ref_ratio=0.0120 / 0.0124, ref_paced_ratio=0.0120 / 0.0121, do_bench_ref_paced_ms=0.0121,
+             do_bench_ref_host_gap_us=[40, 45, 50])
+    assert gpu_bench.compared(r, ref=True) == (pytest.approx(0.0120 / 0.0124), "do_bench")
+    r["do_bench_ref_host_gap_us"] = [40, 95, 50]   # one of three behind 61.5 us of flush + 12 us
+    assert gpu_bench.compared(r, ref=True) == (pytest.approx(0.0120 / 0.0121), "spin-led do_bench")
+    del r["do_bench_ref_host_gap_us"]   # before session 14 the reference's pace was not recorded
+    assert gpu_bench.compared(r, ref=True) == (pytest.approx(0.0120 / 0.0124), "do_bench")
+
+
 def test_the_spin_led_cells_name_its_own_host_bound_runs():
     r = _with_spin_led(_row([17.70, 15.55, 12.99], [87, 84, 70], [12.22, 12.86, 12.86]), [12.8, 12.7, 12.9], 1)
     assert gpu_bench._paced_cells(r) == f"0.0128 | {12.86 / 12.8:.3f} (1 of 3 runs host-bound)"
