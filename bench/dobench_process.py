@@ -21,8 +21,8 @@ Protocol (one JSON object per line): the process prints {"ready": true}; then fo
 {"kind": "matmul"|"softmax", "shape": [...]} on stdin it prints {"candidate": [ms per rep],
 "host_gaps_us": [...], "reference": [ms per rep], "reference_host_gaps_us": [...], "flush_us": F,
 "paced": [ms per rep], "paced_host_gaps_us": [...], "reference_paced": [ms per rep],
-"reference_paced_host_gaps_us": [...], "paced_flush_us": F} (the torch reference is timed both ways too). Operands are drawn as gpu_bench draws them
-(seed 0 on the device), once per case.
+"reference_paced_host_gaps_us": [...], "paced_flush_us": F} (the torch reference is timed both
+ways too). Operands are drawn as gpu_bench draws them (seed 0 on the device), once per case.
 Usage: python bench/dobench_process.py [--pin=CPU]
 """
 
@@ -86,7 +86,9 @@ def spin_lead():
     a rep seen on the H200's host), so the host stays ahead and no launch latency falls inside a
     window. The flush itself is do_bench's (256 MB), so the kernel meets the same cache and TLB
     state: session 14 tried a 1 GiB flush instead, and it read the 256^3 GEMM 4% slower (13.4 us
-    against 12.8) and the softmax 2%. Its host pace is stamped all the same, to show it held."""
+    against 12.8) and the softmax 2%. Its host pace is stamped all the same, to show it held.
+    A stand-in, not an equal: on one machine of session 14 (call 4) it read the 256^3 GEMM at
+    12.8 us where do_bench, keeping pace, read 12.3-12.45; on another (call 3) they agreed."""
     drv = triton.runtime.driver.active
     own = drv.clear_cache
     props = torch.cuda.get_device_properties(torch.cuda.current_device())

@@ -141,7 +141,7 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
                "do_bench_raw_ms": raw,
                "do_bench_host_bound": len(db_c) - len(_paced_by_device(db_c, gaps, flush_us, kv_c)),
                "rounds": len(kv_c),
-               # issue 4's comparison: the first three rounds against do_bench kept device-paced
+               # the spin-led do_bench (dobench_process.spin_lead), for `compared`
                "do_bench_paced_ms": statistics.median(paced["ms"][:ROUNDS]), "do_bench_paced": paced,
                "do_bench_paced_host_bound": len(paced["ms"]) - len(_paced_by_device(
                    paced["ms"], paced["host_gap_us"], paced["flush_us"], kv_c)),
@@ -362,22 +362,28 @@ def _paced_cells(r: dict) -> str:
             + (f" ({r['do_bench_paced_host_bound']} of {n} runs host-bound)" if r["do_bench_paced_host_bound"] else ""))
 
 
+# The keys of each side in a row: its do_bench and kernelvet runs, its ratios (to do_bench as it
+# is and to the spin-led do_bench), do_bench's host pace, the spin-led do_bench's median.
+_SIDES = {False: ("do_bench", "kernelvet", "ratio", "paced_ratio", "do_bench_host_gap_us", "do_bench_paced_ms"),
+          True: ("do_bench_ref", "kernelvet_ref", "ref_ratio", "ref_paced_ratio", "do_bench_ref_host_gap_us",
+                 "do_bench_ref_paced_ms")}
+
+
 def compared(r: dict, ref: bool = False) -> tuple[float, str]:
     """Issue 4's comparison: kernelvet's first three rounds against do_bench's, as do_bench is if
     none of its first three runs was host-bound, else against the spin-led do_bench. `ref`: the
     same for the torch reference (its pace recorded since session 14)."""
-    k = "_ref" if ref else ""
-    ratio, paced_ms = r[f"{k[1:]}_ratio" if ref else "ratio"], r.get(f"do_bench{k}_paced_ms")
-    if f"do_bench{k}_host_gap_us" not in r:   # no pace recorded for it
-        return ratio, "do_bench"
-    db = r["runs"][f"do_bench{k}"][:ROUNDS]
-    clean = _paced_by_device(db, r[f"do_bench{k}_host_gap_us"][:ROUNDS],
-                             _per_run(r["do_bench_flush_us"], len(db))[:ROUNDS], r["runs"][f"kernelvet{k}"])
+    db_key, kv_key, ratio_key, paced_key, gaps_key, paced_ms_key = _SIDES[ref]
+    if gaps_key not in r:   # no pace recorded for it
+        return r[ratio_key], "do_bench"
+    db = r["runs"][db_key][:ROUNDS]
+    clean = _paced_by_device(db, r[gaps_key][:ROUNDS], _per_run(r["do_bench_flush_us"], len(db))[:ROUNDS],
+                             r["runs"][kv_key])
     if len(clean) == len(db):
-        return ratio, "do_bench"
-    if paced_ms is None:   # results before session 14
-        return ratio, "do_bench, host-bound"
-    return r[f"{k[1:]}_paced_ratio" if ref else "paced_ratio"], "spin-led do_bench"
+        return r[ratio_key], "do_bench"
+    if paced_ms_key not in r:   # results before session 14
+        return r[ratio_key], "do_bench, host-bound"
+    return r[paced_key], "spin-led do_bench"
 
 
 def _per_run(flush_us, n: int) -> list:
