@@ -53,7 +53,7 @@ import kernelvet
 import dobench_process   # bench/ is this script's directory
 from dobench_process import DoBenchProcess, dobench_stamped as _dobench_stamped, flush_us as _flush_us
 from kernelvet import load_problem, spawn
-from kernelvet.practice import by_name, kernels
+from kernelvet.practice import by_name
 
 SIZES = (256, 1024, 4096, 8192)
 SOFTMAX = (4096, 4096)
@@ -266,13 +266,12 @@ def _served_row(check: list, env: dict, sock: str, dest: str) -> dict:
 
 
 _DOBENCH_IN_A_PROCESS = """
-import json, statistics, sys, torch, triton
-from kernelvet.practice import kernels
+import json, sys, torch, triton
+sys.path.insert(0, sys.argv[2])
+from dobench_process import case_fns
 n = int(sys.argv[1])
-g = torch.Generator(device="cuda").manual_seed(0)
-a, b = (torch.randn(n, n, device="cuda", generator=g) for _ in range(2))
 torch.backends.cuda.matmul.allow_tf32 = False
-fns = {"triton": lambda: kernels.matmul(a, b, ieee=True), "torch": lambda: torch.mm(a, b)}
+fns = dict(zip(("triton", "torch"), case_fns("matmul", (n, n, n))))
 print(json.dumps({k: [triton.testing.do_bench(f, warmup=25, rep=100, return_mode="median") for _ in range(3)]
                   for k, f in fns.items()}))
 """
@@ -286,8 +285,8 @@ def process_rows(sizes=(256, 1024), processes: int = 3) -> list[dict]:
     for n in sizes:
         runs = []
         for _ in range(processes):
-            done = subprocess.run([sys.executable, "-c", _DOBENCH_IN_A_PROCESS, str(n)], capture_output=True,
-                                  text=True, timeout=120)
+            done = subprocess.run([sys.executable, "-c", _DOBENCH_IN_A_PROCESS, str(n),
+                                   os.path.dirname(os.path.abspath(__file__))], capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
                 runs.append({"error": done.stderr[-500:]})
                 continue
@@ -309,15 +308,13 @@ def kernel_time_rows(launcher) -> list[dict]:
     200 flushed calls, beside do_bench and kernelvet (alternating, three times each, before the
     profiler first runs here). Either event-based clock is judged against this."""
     m = n = k = 256
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", generator=g)
-    b = torch.randn(k, n, device="cuda", generator=g)
+    gemm, _ = dobench_process.case_fns("matmul", (m, n, k))   # the operands the timing rows use
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     prob = load_problem("matmul", (m, n, k))
     cupti, db, kv = [], [], []
     gaps, flush_us = [], _flush_us()
     for _ in range(3):
-        ms, gap = _dobench_paced(lambda: kernels.matmul(a, b, ieee=True))
+        ms, gap = _dobench_paced(gemm)
         db.append(ms)
         gaps.append(gap)
         rep = kernelvet.vet(by_name("triton_gemm_ieee").path, prob, device="cuda", launcher=launcher, audit="never")
@@ -329,7 +326,7 @@ def kernel_time_rows(launcher) -> list[dict]:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(200):
                 flush.zero_()
-                kernels.matmul(a, b, ieee=True)
+                gemm()
             torch.cuda.synchronize()
         durs = [(e.end_ns() - e.start_ns()) / 1e6 for e in prof.profiler.kineto_results.events()
                 if "cuda" in str(e.device_type()).lower() and "matmul_kernel" in e.name()]
