@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from kernelvet import judge, sandbox, spawn, vet
+from kernelvet import judge, sandbox, spares, spawn, vet
 from kernelvet.ids import CheckId
 from kernelvet.report import Status, Verdict
 
@@ -204,7 +204,7 @@ def test_writes_outside_the_workers_dir(candidate, mode, tmp_path):
             assert not any(os.path.exists(t) for t in targets)
         else:                  # documented: same uid, same files (SECURITY.md)
             assert all(f"WROTE {t}" in out for t in targets), out
-        judge._wait_after_vet(launcher)   # the vet's worker ends off its clock, on a thread
+        spares.wait_after_vet(launcher)   # the vet's worker ends off its clock, on a thread
         assert not [d for d in os.listdir(launcher.root) if d.startswith("worker-")]   # its own dir: gone
         assert_judge_healthy(launcher)
     finally:

@@ -4,33 +4,31 @@ since the hand-over is the same): started on a thread, waited for, taken once, p
 import contextlib
 import time
 
-import torch
+import pytest
 
-from kernelvet import judge, spawn
+from kernelvet import spares, spawn
 
 
-class _CudaLike:
-    """Passes the spare path's CUDA test but names the CPU to the worker."""
-    type = "cuda"
-
-    def __str__(self):
-        return "cpu"
+@pytest.fixture(autouse=True)
+def _cpu_spares(monkeypatch):
+    """CPU workers get spares here (in use: CUDA only), since the hand-over is the same."""
+    monkeypatch.setattr(spares, "SPARE_FOR", ("cuda", "cpu"))
 
 
 def _start_spare_soon(launcher) -> None:
     """What a vet's end does for the next vet when it has no worker of its own to end."""
-    judge._after_vet(launcher, None, _CudaLike(), 0, prepare_next=True)
+    spares.after_vet(launcher, None, "cpu", 2.0, prepare_next=True)
 
 
 def _spare_pid(launcher) -> int:
-    judge._spares_coming[id(launcher)].join()
-    return judge._spares[id(launcher)][0].pid
+    spares._coming[id(launcher)].join()
+    return spares._spares[id(launcher)][0].pid
 
 
 @contextlib.contextmanager
-def _taken(launcher, flush_bytes=0):
+def _taken(launcher, flush_factor=2.0):
     """The worker the next vet would get, closed afterwards."""
-    w = judge._take_worker(launcher, torch.device("cpu"), flush_bytes, time.monotonic() + 60)
+    w = spares.take(launcher, "cpu", flush_factor, time.monotonic() + 60)
     try:
         yield w
     finally:
@@ -44,29 +42,32 @@ def test_a_spare_started_on_a_thread_is_taken_once_and_in_step():
     pid = _spare_pid(launcher)
     with _taken(launcher) as w:
         assert w.pid == pid
-        assert id(launcher) not in judge._spares and id(launcher) not in judge._spares_coming
+        assert id(launcher) not in spares._spares and id(launcher) not in spares._coming
         assert w.unread == 1   # its `prepared` answer: read by the vet, after the judge's own work
         assert w.request(None).type == "prepared"
         assert w.request("integrity").type == "state"
-    with _taken(launcher) as fresh:   # none left: a new worker
-        assert fresh.pid != pid
+    with _taken(launcher) as fresh:   # none left: a new worker, asked to prepare too
+        assert fresh.pid != pid and fresh.unread == 1
+        prepared = fresh.request(None)
+        assert prepared.type == "prepared" and prepared.body["device"]["type"] == "cpu"
 
 
 def test_the_next_vet_waits_for_a_spare_still_being_started():
     launcher = spawn.shared_launcher()
     _start_spare_soon(launcher)
-    coming = judge._spares_coming[id(launcher)]
+    coming = spares._coming[id(launcher)]
     with _taken(launcher) as w:   # at once: it must join the thread, then take what it made
-        assert not coming.is_alive() and id(launcher) not in judge._spares
+        assert not coming.is_alive() and id(launcher) not in spares._spares
         assert w.request(None).type == "prepared" and w.request("integrity").type == "state"
 
 
-def test_a_spare_with_a_smaller_flush_buffer_is_not_used():
+def test_a_spare_prepared_for_another_flush_size_is_not_used():
     launcher = spawn.shared_launcher()
     _start_spare_soon(launcher)
     pid = _spare_pid(launcher)
-    with _taken(launcher, flush_bytes=1 << 40) as w:
-        assert w.pid != pid and id(launcher) not in judge._spares
+    with _taken(launcher, flush_factor=4.0) as w:
+        assert w.pid != pid and id(launcher) not in spares._spares
+        assert w.request(None).body["flush_bytes"] == 0   # a CPU worker holds none
         assert w.request("integrity").type == "state"
 
 
@@ -74,23 +75,40 @@ def test_a_spare_that_died_is_replaced():
     launcher = spawn.shared_launcher()
     _start_spare_soon(launcher)
     pid = _spare_pid(launcher)
-    spare = judge._spares[id(launcher)][0]
+    spare = spares._spares[id(launcher)][0]
     spare.request(None)
     spare.kill()
     deadline = time.monotonic() + 10
     while not spare.gone() and time.monotonic() < deadline:
         time.sleep(0.01)
     with _taken(launcher) as w:
-        assert w.pid != pid and w.unread == 0
-        assert w.request("integrity").type == "state"
+        assert w.pid != pid and w.unread == 1
+        assert w.request(None).type == "prepared" and w.request("integrity").type == "state"
 
 
 def test_the_worker_of_a_vet_is_ended_off_its_clock_and_the_next_vet_waits_for_that():
     launcher = spawn.shared_launcher()
     w = spawn.WorkerHandle(launcher, time.monotonic() + 60, device="cpu")
     w.hello()
-    judge._after_vet(launcher, w, torch.device("cpu"), 0, prepare_next=True)   # CPU: no spare
+    spares.after_vet(launcher, w, "cpu", 2.0, prepare_next=False)
     with _taken(launcher) as fresh:
-        assert id(launcher) not in judge._spares_coming
+        assert id(launcher) not in spares._coming
         assert w.gone() or w.sock.fileno() == -1   # closed before the next vet got its worker
-        assert fresh.pid != w.pid and fresh.request("integrity").type == "state"
+        assert fresh.pid != w.pid and fresh.request(None).type == "prepared"
+        assert fresh.request("integrity").type == "state"
+
+
+@pytest.mark.parametrize("device, driver, visible, want", [
+    ("cuda", False, None, "cuda:0"), ("cuda:3", False, None, "cuda:3"), ("cpu", True, None, None),
+    ("auto", True, None, "cuda:0"), ("auto", True, "1", "cuda:0"), ("auto", True, "-1", None), ("auto", True, "", None),
+    ("auto", False, None, None), ("cuda:x", True, None, None), ("tpu", True, None, None)])
+def test_the_device_the_cli_starts_a_spare_for_before_it_has_torch(monkeypatch, device, driver, visible, want):
+    """As `devices.resolve` would give it (cuda:N, the first visible device for auto), or None:
+    no spare (a CPU run, a device string the vet will refuse)."""
+    real = spares.os.path.exists
+    monkeypatch.setattr(spares.os.path, "exists", lambda p: driver if p == "/dev/nvidiactl" else real(p))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert spares.guess_device(device) == want

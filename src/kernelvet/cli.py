@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from . import spares
 from .errors import HarnessError, UsageError
 from .ids import AUDIT_MODES
 from .sandbox import MODES as SANDBOX_MODES
@@ -108,8 +109,8 @@ def _cmd_check(args) -> int:
     prob = load_problem(args.ref, args.shape, args.dtype)
     from .judge import warm_judge
     from . import render  # noqa: F401 - its import (rich's) too, while the launcher still starts
-    warm_judge(args.device)   # while the launcher still imports Triton
-    start.marks["judge's device started"] = time.monotonic() - t0
+    warm_judge(args.device, prob.flops)   # while the launcher still imports Triton
+    start.marks["judge warmed"] = time.monotonic() - t0
     launcher = start.result()
     start.marks["vet began"] = time.monotonic() - t0
     code = vet_and_render(args, prob, launcher, prepare_next=False)
@@ -178,17 +179,20 @@ class _EarlyStart(threading.Thread):
         try:
             self.launcher.wait_ready()
             self.marks["launcher ready"] = time.monotonic() - self.t0
-            from .judge import prepare
-            prepare(self.launcher, self.device)
-            self.marks["worker asked to prepare"] = time.monotonic() - self.t0
+            # Without torch (the main thread may still be importing it): the device as it will most
+            # likely resolve. The vet takes the spare only if it resolves to that device.
+            device = spares.guess_device(self.device)
+            if device is not None:
+                spares.prepare(self.launcher, device)
+                self.marks["worker asked to prepare"] = time.monotonic() - self.t0
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread by result()
             self.error = exc
 
     def result(self):
-        """The ready launcher; what stopped it, raised here (a bad --device is the user's mistake;
-        a spare worker that could not be made ready only costs the vet its start-up)."""
+        """The ready launcher; what stopped it, raised here (a spare worker that could not be made
+        ready only costs the vet its start-up; a bad --device is the vet's to report)."""
         self.join()
-        if isinstance(self.error, UsageError) or (self.error is not None and not self.launcher.ready):
+        if self.error is not None and not self.launcher.ready:
             raise self.error
         return self.launcher
 

@@ -96,6 +96,31 @@ def describe(dev: torch.device) -> dict:
     return {"type": "cpu", "name": _cpu_name(), "cores": os.cpu_count()}
 
 
+# do_bench's flush buffer: its zeroing also keeps the device busy while the host launches the next call
+FLUSH_MIN_BYTES = 256 << 20
+_DESCRIPTION = {"type": str, "index": (int, type(None)), "name": str, "capability": str, "memory_bytes": int,
+                "multiprocessors": int, "l2_bytes": (int, type(None)), "cores": (int, type(None))}
+
+
+def flush_bytes(info: dict, factor: float) -> int:
+    """The L2 flush buffer between timed reps on a CUDA device: `factor` times its L2, at least
+    FLUSH_MIN_BYTES (the worker sizes it from its own device's description)."""
+    if info.get("type") != "cuda":
+        return 0
+    pk = peaks(info)
+    l2 = info.get("l2_bytes") or (pk.l2_bytes if pk else 64 << 20)
+    return max(int(factor * l2), FLUSH_MIN_BYTES)
+
+
+def checked_description(info, dev: torch.device) -> dict:
+    """A worker's `describe` of its device, as the judge takes it: the fields and types `describe`
+    gives, for the device the judge asked for (a worker describes it before any candidate exists)."""
+    if (not isinstance(info, dict) or not set(info) <= set(_DESCRIPTION) or info.get("type") != dev.type
+            or not all(isinstance(v, _DESCRIPTION[k]) and type(v) is not bool for k, v in info.items())):
+        raise ValueError(f"not a description of a {dev.type} device: {str(info)[:200]}")
+    return info
+
+
 def peaks(info: dict) -> Peaks | None:
     if info.get("type") == "cpu":
         # A generous host bound: every core issuing two 512-bit FMAs per cycle at 4 GHz, and 16x

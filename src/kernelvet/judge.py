@@ -26,12 +26,11 @@ import random
 import re
 import statistics
 import sys
-import threading
 import time
 
 import torch
 
-from . import checks, codec, devices, metrics, spawn
+from . import checks, codec, devices, metrics, spares, spawn
 from .checks.kernel_audit import defined_kernels
 from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks import caching, streams
@@ -59,7 +58,7 @@ class Settings:
     loop_ms: float = 60.0         # how long the judge-clocked loop should run
     settle_s: float = 0.02        # wait before re-reading an output (work finishing after return; work
                                   # finishing later leaves a wrong output when the judge reads it)
-    flush_factor: float = 2.0     # L2 flush buffer, in multiples of the device's L2 (at least 256 MiB)
+    flush_factor: float = spares.FLUSH_FACTOR   # L2 flush buffer, in multiples of the device's L2 (at least 256 MiB)
     early_exit: bool = True       # stop the plan as soon as a check fails (no timing of a rejected candidate)
     reps_per_sync: int = 32       # timed reps between syncs, at most; each sync reads their clocks (CUDA:
                                   # device-wide) and verifies, then frees, their outputs (CPU too)
@@ -68,19 +67,35 @@ class Settings:
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
 _UNSEEN_AGAIN = 3000   # first key of the re-measurements' unseen inputs
 UNSEEN_AGAIN = 2       # re-measurements of pairs that said "remembers answers", at most
-# do_bench's flush buffer: its zeroing also keeps the device busy while the host launches the next call
-FLUSH_MIN_BYTES = 256 << 20
+FLUSH_MIN_BYTES = devices.FLUSH_MIN_BYTES
+# A CUDA problem this small is judged on the host (float64 references, comparisons): a few
+# milliseconds of host arithmetic per input set, and the judge then starts no CUDA context of its
+# own (on the H200, 0.5-0.9 s of a cold `kernelvet check`, and ~0.15 s of its exit). The 256^3
+# GEMM (34 MFLOP, 0.2 M elements) is; 512^3 and a 4096 x 4096 softmax are not.
+HOST_JUDGE_FLOPS = 1 << 26
+HOST_JUDGE_ELEMENTS = 1 << 20
 
 
-def warm_judge(device: str = "auto") -> None:
-    """The judge's first-use costs on its device, paid now: the CUDA context, cuBLAS's handle (the
-    float64 references) and the kernels the checks compare with (CUDA loads each one the first
-    time it runs). The CLI calls this while its launcher starts, `kernelvet
+def host_judges(dev: torch.device, flops: float | None, elements: int | None = None) -> bool:
+    """Whether a vet on `dev` is judged on the host: CPU runs always; CUDA runs whose reference
+    is known to be small (FLOPs counted or declared; tensor elements of one input set, if known)."""
+    if dev.type != "cuda":
+        return True
+    return flops is not None and flops <= HOST_JUDGE_FLOPS and (elements or 0) <= HOST_JUDGE_ELEMENTS
+
+
+def warm_judge(device: str = "auto", flops: float | None = None) -> None:
+    """The judge's first-use costs where it will judge, paid now: on CUDA the context, cuBLAS's
+    handle (the float64 references) and the kernels the checks compare with (CUDA loads each one
+    the first time it runs); on the host (a CPU run, or a problem of `flops` small enough to be
+    judged there) the host's kernels. The CLI calls this while its launcher starts, `kernelvet
     serve` before it listens; otherwise the first vet pays them. A bad device is the vet's to report."""
     try:
         dev = devices.resolve(device)
     except UsageError:
         return
+    if host_judges(dev, flops):
+        dev = torch.device("cpu")
     # 256 x 256: sizes past the small-tensor paths (a sort of 64 elements and one of 65536 run
     # different kernels; the H200's cold CLI still paid ~0.15 s in quantile with 8 x 8 here)
     ref = torch.rand(256, 256, device=dev, dtype=torch.float64) + 0.5
@@ -148,20 +163,18 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     key_seeds.update({k: rng.getrandbits(63) for ks in again for k in ks})
 
     init = prob.init_inputs()
-    info = devices.describe(dev)
-    pk = devices.peaks(info)
     launcher = launcher or spawn.shared_launcher()
-    flush_bytes = _flush_bytes(dev, settings, pk)
 
     # One worker runs the reference first, then the candidate: one process start-up, the same
-    # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below.
-    w = _take_worker(launcher, dev, flush_bytes, time.monotonic() + max(timeout, 120.0))
+    # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below;
+    # its first answer says what the device is (the judge itself may never touch it).
+    w = spares.take(launcher, str(dev), settings.flush_factor, time.monotonic() + max(timeout, 120.0))
     values = None
     try:
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
         body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
                                  {"word": 0, "width": 1, "malloc_byte": 0}, False,
-                                 dataclasses.replace(settings, settle_s=0.0), 0, flush_bytes, prob.output_arg)
+                                 dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg)
         w.send_only("load", body, blobs)
 
         model = prob.build_model(init, weight_seed)
@@ -170,30 +183,35 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         # matter): a candidate rejected by the checked calls never costs the later sets.
         values = Draws(lambda k: prob.draw_inputs(key_seeds[k]), keys)
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
-        # Where the checks compare (the judge's own device on a CUDA run: see evidence.py).
-        judged_on = dev if dev.type == "cuda" else torch.device("cpu")
+        flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
+        # Where the checks compare: the host for small problems, else the device, where the
+        # checks' arithmetic over large outputs costs milliseconds, not seconds (see evidence.py).
+        judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP])
 
         def reference_of(k):
             try:
-                return reference64(model, values[k], dev).to(judged_on)
+                return reference64(model, values[k], judged_on)
             except (UsageError, HarnessError):
                 raise
             except Exception as exc:
                 raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
 
         refs64 = _Lazy(reference_of)
+        if first_ref is not None:
+            refs64[_WARMUP] = first_ref
         for k in (_WARMUP, *fresh):   # now, while the worker starts
             refs64[k]
-        flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
         bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
                                                                                        refs64[fresh[0]])
         phases["problem"] = time.monotonic() - t_start
 
         t0 = time.monotonic()
-        ref_run = _run_reference(w, values, fresh, refs64, settings, prob.path or prob.name)
+        ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name)
         phases["reference"] = time.monotonic() - t0
         if ref_run["spare_start_s"] is not None:
             phases["worker-device-start"] = ref_run["spare_start_s"]   # not on this vet's clock, unless waited for
+        info = ref_run["device_info"]
+        pk = devices.peaks(info)
         out_dtype = ref_run["dtype"]
 
         poison_rand = rng.getrandbits(64)
@@ -222,7 +240,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         t0 = time.monotonic()
         w.deadline = time.monotonic() + timeout
         output = _run_candidate(ev, w, candidate, entry, init, weight_seed, values, fresh, unseen, settings,
-                                poison, flush_bytes, waived, audit, phases=phases, again=again)
+                                poison, waived, audit, phases=phases, again=again)
         phases["candidate"] = time.monotonic() - t0
     finally:
         t0 = time.monotonic()
@@ -230,7 +248,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
             values.close()
         containment = dict(getattr(w, "containment", {}) or {})
         requests = w.requests_s()
-        _after_vet(launcher, w, dev, flush_bytes, prepare_next)
+        spares.after_vet(launcher, w, str(dev), settings.flush_factor, prepare_next)
         phases["finish"] = time.monotonic() - t0
 
     findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
@@ -248,103 +266,30 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     return Report(
         verdict=verdict, findings=findings, timing=timing, problem=prob.to_json(),
         candidate=os.path.abspath(candidate), candidate_sha256=source_sha256,
-        device=info, seed=secret, versions=_versions(), waived=tuple(sorted(waived, key=str)),
+        device={**info, "judged_on": str(judged_on)}, seed=secret, versions=_versions(),
+        waived=tuple(sorted(waived, key=str)),
         candidate_output=output, phases_s=phases, requests_s=requests, containment=containment)
 
 
-_spares: dict[int, tuple] = {}
-_spares_lock = threading.Lock()
-_spares_coming: dict[int, threading.Thread] = {}   # launcher -> the thread ending its last vet (`_after_vet`)
-
-
-def _take_worker(launcher, dev, flush_bytes: int, deadline: float):
-    """A fresh worker: the spare made ready after the last vet on this launcher and device, if
-    there is one (its CUDA start-up is then already paid), else a new one."""
-    _wait_after_vet(launcher)
-    with _spares_lock:
-        spare = _spares.pop(id(launcher), None)
-    if spare is not None:
-        w, sdev, sflush = spare
-        if sdev == str(dev) and sflush >= flush_bytes and launcher.alive() and not w.gone():
-            w.deadline = deadline
-            return w   # its `prepared` answer is read later: the judge works while it gets ready
-        w.close()
-        w.cleanup()
-    w = spawn.WorkerHandle(launcher, deadline, device=dev)
-    w.hello()
-    return w
-
-
-def _flush_bytes(dev, settings: Settings, pk=None) -> int:
+def _judged_on(dev: torch.device, flops: float | None, model, sample: list):
+    """Where the checks compare: the host for a CPU run, and for a small problem (`host_judges`)
+    whose reference runs there; else `dev`. With the float64 reference of `sample`, if made here."""
+    cpu = torch.device("cpu")
     if dev.type != "cuda":
-        return 0
-    pk = pk or devices.peaks(devices.describe(dev))
-    return max(int(settings.flush_factor * (pk.l2_bytes if pk else 64 << 20)), FLUSH_MIN_BYTES)
+        return cpu, None
+    if not host_judges(dev, flops, sum(x.numel() for x in sample if isinstance(x, torch.Tensor))):
+        return dev, None
+    try:   # a reference that only runs on the device (it moves its inputs there itself) is judged there
+        return cpu, reference64(model, sample, cpu)
+    except Exception:  # noqa: BLE001 - the device's run of it reports whatever is wrong with it
+        return dev, None
 
 
 def prepare(launcher: spawn.Launcher, device: str = "auto", settings: Settings | None = None) -> None:
     """Get the next vet's worker ready now (CUDA context, flush buffer, cuBLAS and Triton started),
-    so that a vet that follows soon pays none of it. A vet does this itself for the vet after it."""
-    dev = devices.resolve(device)
-    _prepare_spare(launcher, dev, _flush_bytes(dev, settings or Settings()))
-
-
-def _prepare_spare(launcher, dev, flush_bytes: int) -> None:
-    """Start the next vet's worker now (CUDA only: a CPU worker starts in milliseconds)."""
-    if dev.type != "cuda" or not launcher.alive():
-        return
-    try:
-        w = spawn.WorkerHandle(launcher, time.monotonic() + 600.0, device=str(dev))
-        w.hello()
-    except (RuntimeError, OSError, spawn.WorkerEnded):
-        return
-    w.send_only("prepare", {"device": str(dev), "flush_bytes": flush_bytes}, [])
-    with _spares_lock:
-        old = _spares.pop(id(launcher), None)
-        _spares[id(launcher)] = (w, str(dev), flush_bytes)
-    if old is not None:
-        old[0].close()
-        old[0].cleanup()
-
-
-def _after_vet(launcher, ending, dev, flush_bytes: int, prepare_next: bool) -> None:
-    """Off the vet's clock, on a thread: the next vet's worker starts (CUDA), and the worker that
-    served this vet ends. The vet returns its report now; the next vet waits for the thread
-    before it takes a worker, so nothing of the old worker still runs on the device when it
-    starts timing. The spare is forked first: its CUDA start-up overlaps the old context's
-    teardown (a graceful exit lets the driver release it; killed if it takes longer)."""
-    spare = prepare_next and dev.type == "cuda" and launcher.alive()
-    if ending is None and not spare:
-        return
-
-    def run(before):
-        if before is not None:
-            before.join()
-        if spare:
-            _prepare_spare(launcher, dev, flush_bytes)
-        if ending is not None:
-            try:
-                ending.close(wait=_CLOSE_WAIT_S)
-            except OSError:   # the launcher was closed meanwhile (interpreter exit): it killed the worker
-                ending.kill()
-            ending.cleanup()
-
-    with _spares_lock:
-        before = _spares_coming.get(id(launcher))
-        t = threading.Thread(target=run, args=(before,), daemon=True, name="kernelvet-after-vet")
-        _spares_coming[id(launcher)] = t
-    t.start()
-
-
-def _wait_after_vet(launcher) -> None:
-    """Until the last vet's worker has ended and its spare is started (see `_after_vet`)."""
-    with _spares_lock:
-        coming = _spares_coming.pop(id(launcher), None)
-    if coming is not None:
-        coming.join()
-
-
-_CLOSE_WAIT_S = 0.05   # a worker's graceful exit (off the clock, but a vet right after waits for it); then killed
+    so that a vet that follows soon pays none of it. A vet does this itself for the vet after it.
+    The judge itself starts nothing on the device here."""
+    spares.prepare(launcher, str(devices.resolve(device)), (settings or Settings()).flush_factor)
 
 
 def _mark_not_run(findings: list, ev: Evidence) -> tuple:
@@ -403,12 +348,11 @@ def _decode_output(msg) -> torch.Tensor | None:
     return codec.from_blob(msg.tensors[0]) if msg.tensors else None
 
 
-def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, flush_bytes,
-               output_arg=None):
+def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, output_arg=None):
     layout, blobs = _encode_set(init)
     body = {"target": target, "device": str(dev), "weight_seed": weight_seed, "init": layout,
             "poison": poison, "paint": paint, "settle_s": settings.settle_s, "out_nbytes": out_nbytes,
-            "flush_bytes": flush_bytes, "output_arg": output_arg}
+            "output_arg": output_arg}
     return body, blobs
 
 
@@ -435,14 +379,12 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
             "reps_per_sync": settings.reps_per_sync}
 
 
-def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> dict:
-    """The reference implementation, first in the worker: output dtype, its own error, its timing, its ops."""
-    spare_start_s = None
+def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str) -> dict:
+    """The reference implementation, first in the worker: output dtype, its own error, its timing,
+    its ops; and the worker's description of the device, from its `prepared` answer."""
+    prepared = _prepared(w, dev)
     try:
-        while w.unread:   # a spare's `prepared`, the `load` sent before the float64 references were computed
-            msg = w.request(None)
-            if msg.type == "prepared":   # how long the spare took to start its device (mostly before this vet)
-                spare_start_s = float(msg.body.get("start_s", 0.0))
+        w.request(None)   # the `load` sent before the float64 references were computed
         for k in fresh:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
@@ -460,7 +402,25 @@ def _run_reference(w, values, fresh, refs64, settings: Settings, name: str) -> d
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
-            "spare_start_s": spare_start_s}
+            **prepared}
+
+
+def _prepared(w, dev) -> dict:
+    """The worker's first answer: how long it took to start the device (mostly before this vet,
+    for a spare), what the device is, and the flush buffer it holds."""
+    try:
+        msg = w.request(None)
+        info = devices.checked_description(msg.body.get("device"), dev)
+        flush_bytes = msg.body.get("flush_bytes")
+        if type(flush_bytes) is not int or flush_bytes < 0:
+            raise ValueError(f"flush_bytes {flush_bytes!r}")
+    except spawn.CandidateRaised as exc:   # the worker's own code: no candidate exists there yet
+        raise HarnessError(f"the worker could not start {dev}: {exc.error}. {w.output()[-500:]}") from None
+    except spawn.WorkerEnded as exc:
+        raise HarnessError(f"the worker ended while starting {dev}: {exc}. {w.output()[-500:]}") from None
+    except ValueError as exc:
+        raise HarnessError(f"the worker's description of {dev} is malformed: {exc}") from None
+    return {"spare_start_s": float(msg.body.get("start_s", 0.0)), "device_info": info, "flush_bytes": flush_bytes}
 
 
 def _early_failure(ev: Evidence, waived) -> str | None:
@@ -473,7 +433,7 @@ def _early_failure(ev: Evidence, waived) -> str | None:
 
 
 def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values, fresh, unseen,
-                   settings: Settings, poison, flush_bytes, waived, audit, phases, again) -> str:
+                   settings: Settings, poison, waived, audit, phases, again) -> str:
     on = ev.enabled
     out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
     max_blob = max(1 << 20, 64 * out_nbytes)
@@ -512,7 +472,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         t0 = time.monotonic()
         body, blobs = _load_body({"kind": "candidate", "path": os.path.abspath(candidate), "entry": entry},
                                  ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in on, settings,
-                                 out_nbytes, flush_bytes, ev.output_arg)
+                                 out_nbytes, ev.output_arg)
         record("import", None, w.request("load", body, blobs))
         phases["import"] = time.monotonic() - t0
         ev.reached.add("load")

@@ -35,7 +35,7 @@ _REPLY_FIELDS = {
               "first_sets", "overruns", "warmup_calls", "synced_ms", "lead_ms"},
     "audited": {"activities", "dropped"},
     "looped": {"exact_tensor"},
-    "prepared": {"start_s", "warm_failed"},
+    "prepared": {"start_s", "warm_failed", "device", "flush_bytes"},
     "state": set(),
     "failed": {"phase", "error", "traceback"},
 }
@@ -246,10 +246,11 @@ def shared_launcher(sandbox: str = "off", wait: bool = True) -> Launcher:
 
 
 def _cpu_only(device) -> bool:
-    """Memory limits are for CPU workers only. Without the device: only where no CUDA is visible."""
-    import torch
+    """Memory limits are for CPU workers only. Without the device: only where no CUDA is visible.
+    (A device's text, "cpu" or "cuda:N", needs no torch: the CLI spawns before its import ends.)"""
     if device is not None:
-        return torch.device(device).type == "cpu"
+        return str(device).partition(":")[0] == "cpu"
+    import torch
     return not torch.cuda.is_available()
 
 

@@ -23,7 +23,7 @@ import traceback
 import torch
 import torch.autograd.profiler
 
-from . import codec, protocol, warm
+from . import codec, devices, protocol, warm
 from .dispatch_modes import defer_dynamo
 from .metrics import INT_OF_WIDTH
 from .problem import load_reference_module
@@ -31,7 +31,7 @@ from .problem import load_reference_module
 # Requests the judge may send, and the body fields each may carry.
 REQUESTS = {
     "load": frozenset({"target", "device", "weight_seed", "init", "poison", "paint", "settle_s",
-                       "out_nbytes", "flush_bytes", "output_arg"}),
+                       "out_nbytes", "output_arg"}),
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
@@ -40,7 +40,7 @@ REQUESTS = {
     "loop": frozenset({"set", "n", "null", "fetch"}),
     "probe": frozenset({"set", "sleep_ms"}),
     "audit": frozenset({"set", "sleep_ms"}),
-    "prepare": frozenset({"device", "flush_bytes"}),
+    "prepare": frozenset({"device", "flush_factor"}),
     "release": frozenset({"empty_cache"}),
     "integrity": frozenset(),
     "bye": frozenset(),
@@ -242,15 +242,14 @@ class Worker:
     # -- requests -----------------------------------------------------------------------
     def _do_load(self, msg):
         b = msg.body
-        self.device = torch.device(b["device"])
+        if torch.device(b["device"]) != self.device or (self.device.type == "cuda" and self.flush_buf is None):
+            raise RuntimeError(f"a load for {b['device']} in a worker prepared for {self.device}")
         self.paint = bool(b["paint"])
         self.poison = {k: int(v) for k, v in b["poison"].items()}
         self.out_nbytes = int(b["out_nbytes"])
         self.settle_s = float(b["settle_s"])
         self.output_arg = b.get("output_arg")
-        if self.device.type == "cuda":
-            self._start_device(int(b["flush_bytes"]))
-        elif self.paint:
+        if self.device.type != "cuda" and self.paint:
             _malloc_perturb(self.poison["malloc_byte"])
         init = _decode_values(b["init"], msg.tensors)
         target = b["target"]
@@ -278,8 +277,6 @@ class Worker:
 
     def _start_device(self, flush_bytes: int) -> None:
         """CUDA context, flush buffer and probe stream: now, not inside the candidate's first call."""
-        if self.flush_buf is not None and self.flush_buf.device == self.device and self.flush_buf.numel() >= flush_bytes:
-            return
         torch.cuda.set_device(self.device)
         torch.zeros(1, device=self.device)
         # SM clock in kHz, for spin kernels that count cycles (read once: not in a timed rep's path)
@@ -288,14 +285,23 @@ class Worker:
         self.probe_stream = torch.cuda.Stream(device=self.device)
 
     def _do_prepare(self, msg):
-        """A spare worker gets its device ready before any vet needs it (its CUDA start-up is then
-        off every vet's clock); it has seen no problem and no candidate yet."""
+        """Every worker's first request (a spare's before any vet needs it, its CUDA start-up then
+        off every vet's clock): the device started, and described. It has seen no problem and no
+        candidate yet, so the judge takes the description (name, L2, ...) and the flush size as its
+        own, and needs no CUDA context of its own to learn them."""
         t0 = self.bound.pc()
+        if self.calls or self.fn is not None or self.flush_buf is not None:
+            raise RuntimeError("prepare is a worker's first request")
         self.device = torch.device(msg.body["device"])
-        body = {}
-        if self.device.type == "cuda":
-            self._start_device(int(msg.body["flush_bytes"]))
-            body["warm_failed"] = warm.warm(self.device)
+        try:
+            info = devices.describe(self.device)
+            body = {"device": info, "flush_bytes": devices.flush_bytes(info, float(msg.body["flush_factor"]))}
+            if self.device.type == "cuda":
+                self._start_device(body["flush_bytes"])
+                body["warm_failed"] = warm.warm(self.device)
+        except Exception as exc:  # noqa: BLE001 - the judge says the device could not start, and why
+            raise _CandidateFailed(f"starting {self.device}: {type(exc).__name__}: {exc}"[:2000],
+                                   traceback.format_exc()[-4000:]) from None
         return "prepared", {"start_s": self.bound.pc() - t0, **body}, []
 
     def _forget_reference(self) -> None:
