@@ -1,0 +1,60 @@
+"""Session diagnostic (H200): what a vet judged on the host spends outside its phases.
+
+Session 15, call 1 (ae5e346, the first code that judged small CUDA problems on the host): an honest
+256^3 vet through the API took 1.24-1.41 s, of which ~0.5 s fell outside every phase (after the
+worker ended and the next vet's spare began its start-up: the last evaluation of the checks);
+rejects, evaluated inside the plan, showed none. This measures the phases again, alone (1 s apart)
+and back to back, with torch's default host threads and with one (the judge's arithmetic beside a
+starting spare worker is the suspect).
+Usage: python bench/diag_gap.py OUT.json [VETS]
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from kernelvet import judge, load_problem, spawn
+from kernelvet.practice import by_name
+
+
+def _row(report, wall: float) -> dict:
+    p = report.phases_s
+    inside = sum(p.get(k, 0.0) for k in ("problem", "reference", "candidate", "findings", "finish"))
+    return {"wall_s": wall, "verdict": str(report.verdict), "judged_on": report.device.get("judged_on"),
+            "outside_phases_s": p["total"] - inside, "phases_s": dict(p)}
+
+
+def main() -> None:
+    out, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    launcher = spawn.shared_launcher()
+    prob = load_problem("matmul", (256, 256, 256))
+    path = by_name("triton_gemm_ieee").path
+    judge.prepare(launcher, "cuda")
+    judge.vet(path, prob, device="cuda", launcher=launcher)   # Triton's cache and the judge warmed
+    res = {"threads_default": torch.get_num_threads()}
+    for threads in (torch.get_num_threads(), 1):
+        torch.set_num_threads(threads)
+        for spacing in ("alone", "back to back"):
+            rows = []
+            for _ in range(n):
+                if spacing == "alone":
+                    time.sleep(1.0)
+                t0 = time.perf_counter()
+                report = judge.vet(path, prob, device="cuda", launcher=launcher)
+                rows.append(_row(report, time.perf_counter() - t0))
+            key = f"{spacing}, {threads} threads"
+            res[key] = rows
+            print(key, "wall", [round(r["wall_s"], 2) for r in rows], "outside phases",
+                  [round(r["outside_phases_s"], 3) for r in rows], "findings",
+                  [round(r["phases_s"].get("findings", 0), 3) for r in rows],
+                  "median wall", round(statistics.median(r["wall_s"] for r in rows), 2), flush=True)
+    with open(out, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
