@@ -101,3 +101,20 @@ def test_the_judge_takes_the_workers_first_answer_as_the_devices_description():
 def test_a_worker_that_cannot_start_or_describe_its_device_is_a_harness_error(answer, says):
     with pytest.raises(HarnessError, match=says):
         judge._prepared(_Worker(answer), CUDA)
+
+
+def test_the_device_is_resolved_without_initialising_cuda_in_the_judge(monkeypatch):
+    """`torch.cuda.is_available()` runs cuInit (0.6-1.2 s on the H200's host); the count comes from
+    NVML through `torch.cuda.device_count()` instead."""
+    def cuinit():
+        raise AssertionError("cuInit in the judge")
+    monkeypatch.setattr(torch.cuda, "is_available", cuinit)
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert devices.resolve("auto") == CUDA and devices.resolve("cuda") == CUDA
+    with pytest.raises(devices.UsageError, match="only 1 CUDA devices"):
+        devices.resolve("cuda:1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert devices.resolve("auto") == torch.device("cpu")
+    with pytest.raises(devices.UsageError, match="no CUDA device"):
+        devices.resolve("cuda")

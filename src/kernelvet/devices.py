@@ -66,10 +66,18 @@ _TABLE: tuple[tuple[str, Peaks], ...] = (
 )
 
 
+def _cuda_devices() -> int:
+    """Visible CUDA devices, from NVML where it answers (`torch.cuda.device_count`), so that the
+    judge never initialises CUDA itself: `torch.cuda.is_available()` runs cuInit, which took
+    0.6-1.2 s of a cold `kernelvet check` on the H200's host, and a judge of a small problem
+    needs no CUDA at all (its worker describes the device)."""
+    return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
+
+
 def resolve(device: str) -> torch.device:
     """`auto` | `cpu` | `cuda` | `cuda:N` to a torch.device, or a UsageError saying why not."""
     if device == "auto":
-        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        return torch.device("cuda", 0) if _cuda_devices() else torch.device("cpu")
     try:
         dev = torch.device(device)
     except RuntimeError:
@@ -78,11 +86,12 @@ def resolve(device: str) -> torch.device:
         return dev
     if dev.type != "cuda":
         raise UsageError(f"--device {device!r}: only cpu and cuda devices are supported")
-    if not torch.cuda.is_available():
+    count = _cuda_devices()
+    if not count:
         raise UsageError(f"--device {device}: no CUDA device is available here (use --device cpu)")
     index = 0 if dev.index is None else dev.index
-    if index >= torch.cuda.device_count():
-        raise UsageError(f"--device {device}: there are only {torch.cuda.device_count()} CUDA devices")
+    if index >= count:
+        raise UsageError(f"--device {device}: there are only {count} CUDA devices")
     return torch.device("cuda", index)
 
 

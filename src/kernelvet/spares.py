@@ -99,8 +99,8 @@ def after_vet(launcher, ending, device: str, flush_factor: float, prepare_next: 
         if ending is not None:
             try:
                 ending.close(wait=_CLOSE_WAIT_S)
-            except OSError:   # the launcher was closed meanwhile (interpreter exit): it killed the worker
-                ending.kill()
+            except (OSError, ValueError):   # the launcher was closed meanwhile (interpreter exit, its
+                ending.kill()               # socket gone): it killed the worker
             ending.cleanup()
 
     with _lock:
