@@ -94,7 +94,7 @@ def test_the_judges_warm_up_runs_on_cuda():
 def test_a_small_problem_is_judged_on_the_host_and_the_judge_starts_no_cuda():
     """256^3 (34 MFLOP): references and comparisons on the host, the device described by the worker,
     and no CUDA context in the judge, in a fresh process (this one's may be started by other tests).
-    1024^3: judged on the device."""
+    1024^3: judged on the device; then 256^3 again, on the device (the judge's context is started)."""
     import subprocess
     import sys
     script = (
@@ -105,12 +105,14 @@ def test_a_small_problem_is_judged_on_the_host_and_the_judge_starts_no_cuda():
         "small = vet(path, load_problem('matmul', (256, 256, 256)), device='cuda', prepare_next=False)\n"
         "print('small', small.verdict, small.device['judged_on'], small.device['name'], torch.cuda.is_initialized())\n"
         "big = vet(path, load_problem('matmul', (1024, 1024, 1024)), device='cuda', prepare_next=False)\n"
-        "print('big', big.verdict, big.device['judged_on'], torch.cuda.is_initialized())\n")
+        "print('big', big.verdict, big.device['judged_on'], torch.cuda.is_initialized())\n"
+        "again = vet(path, load_problem('matmul', (256, 256, 256)), device='cuda', prepare_next=False)\n"
+        "print('again', again.verdict, again.device['judged_on'])\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     lines = {ln.split()[0]: ln.split()[1:] for ln in done.stdout.splitlines() if ln.split()}
     assert done.returncode == 0, done.stderr[-2000:]
     verdict, judged_on, *name, cuda_started = lines["small"]
     assert (verdict, judged_on, cuda_started) == ("pass", "cpu", "False"), lines
-    assert lines["big"] == ["pass", "cuda:0", "True"], lines
+    assert lines["big"] == ["pass", "cuda:0", "True"] and lines["again"] == ["pass", "cuda:0"], lines
     import torch
     assert " ".join(name) == torch.cuda.get_device_name(0), lines

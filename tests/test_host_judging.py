@@ -118,3 +118,9 @@ def test_the_device_is_resolved_without_initialising_cuda_in_the_judge(monkeypat
     assert devices.resolve("auto") == torch.device("cpu")
     with pytest.raises(devices.UsageError, match="no CUDA device"):
         devices.resolve("cuda")
+
+
+def test_a_judge_that_has_started_cuda_judges_a_small_problem_on_the_device(monkeypatch):
+    """A warm API loop or `kernelvet serve` has its context already: comparing there is faster."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert judge._judged_on(CUDA, 2 * 256 ** 3, _MatMul(), _pair(256)) == (CUDA, None)

@@ -68,9 +68,9 @@ _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
 _UNSEEN_AGAIN = 3000   # first key of the re-measurements' unseen inputs
 UNSEEN_AGAIN = 2       # re-measurements of pairs that said "remembers answers", at most
 FLUSH_MIN_BYTES = devices.FLUSH_MIN_BYTES
-# A CUDA problem this small is judged on the host (float64 references, comparisons): a few
-# milliseconds of host arithmetic per input set, and the judge then starts no CUDA context of its
-# own (on the H200, 0.5-0.9 s of a cold `kernelvet check`, and ~0.15 s of its exit). The 256^3
+# A CUDA problem this small is judged on the host (float64 references, comparisons) by a judge
+# that has not started CUDA: a few milliseconds of host arithmetic per input set, where starting
+# the judge's own CUDA context cost a cold `kernelvet check` 0.5-0.9 s on the H200. The 256^3
 # GEMM (34 MFLOP, 0.2 M elements) is; 512^3 and a 4096 x 4096 softmax are not.
 HOST_JUDGE_FLOPS = 1 << 26
 HOST_JUDGE_ELEMENTS = 1 << 20
@@ -277,11 +277,14 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
 
 def _judged_on(dev: torch.device, flops: float | None, model, sample: list):
     """Where the checks compare: the host for a CPU run, and for a small problem (`host_judges`)
-    whose reference runs there; else `dev`. With the float64 reference of `sample`, if made here."""
+    whose reference runs there, if this process has not started CUDA (a judge that has, a warm
+    API loop or `kernelvet serve`, compares on the device: 0.85 s a warm 256^3 vet on the H200
+    against 0.91 s on the host); else `dev`. With the float64 reference of `sample`, if made here."""
     cpu = torch.device("cpu")
     if dev.type != "cuda":
         return cpu, None
-    if not host_judges(dev, flops, sum(x.numel() for x in sample if isinstance(x, torch.Tensor))):
+    if torch.cuda.is_initialized() or not host_judges(
+            dev, flops, sum(x.numel() for x in sample if isinstance(x, torch.Tensor))):
         return dev, None
     try:   # a reference that only runs on the device (it moves its inputs there itself) is judged there
         return cpu, reference64(model, sample, cpu)

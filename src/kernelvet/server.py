@@ -142,8 +142,7 @@ def serve(given_path: str | None, *, device: str, sandbox: str, idle_s: float) -
     from . import cli, judge
     me = code_id()
     launcher = cli._launcher(sandbox)
-    judge.warm_judge("cpu")     # small problems are judged on the host
-    judge.warm_judge(device)
+    judge.warm_judge(device)   # its CUDA context started: it judges every problem on the device
     judge.prepare(launcher, device)   # also checks --device: a bad one is the user's mistake, exit 2
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     signal.signal(signal.SIGTERM, _stop)
