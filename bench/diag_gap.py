@@ -28,12 +28,16 @@ def _row(report, wall: float) -> dict:
             "outside_phases_s": p["total"] - inside, "phases_s": dict(p)}
 
 
+def gemm_256_ready():
+    """A launcher with a spare on CUDA, the 256^3 matmul problem and the honest Triton GEMM's path."""
+    launcher = spawn.shared_launcher()
+    judge.prepare(launcher, "cuda")
+    return launcher, load_problem("matmul", (256, 256, 256)), by_name("triton_gemm_ieee").path
+
+
 def main() -> None:
     out, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 4
-    launcher = spawn.shared_launcher()
-    prob = load_problem("matmul", (256, 256, 256))
-    path = by_name("triton_gemm_ieee").path
-    judge.prepare(launcher, "cuda")
+    launcher, prob, path = gemm_256_ready()
     judge.vet(path, prob, device="cuda", launcher=launcher)   # Triton's cache and the judge warmed
     res = {"threads_default": torch.get_num_threads()}
     for threads in (torch.get_num_threads(), 1):

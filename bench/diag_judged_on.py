@@ -10,18 +10,15 @@ import statistics
 import sys
 import time
 
-from kernelvet import judge, load_problem, spawn
-from kernelvet.practice import by_name
+from diag_gap import gemm_256_ready
+from kernelvet import judge
 
 HOST = judge.HOST_JUDGE_FLOPS
 
 
 def main() -> None:
     out, pairs = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    launcher = spawn.shared_launcher()
-    prob = load_problem("matmul", (256, 256, 256))
-    path = by_name("triton_gemm_ieee").path
-    judge.prepare(launcher, "cuda")
+    launcher, prob, path = gemm_256_ready()
     for limit in (HOST, 0):   # both paths warmed (the judge's CUDA context, Triton's cache)
         judge.HOST_JUDGE_FLOPS = limit
         judge.vet(path, prob, device="cuda", launcher=launcher)
