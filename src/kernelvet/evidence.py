@@ -1,9 +1,10 @@
 """Everything the judge observed about one candidate, as data the checks decide on.
 
 The judge fills it; each check in `checks/` reads it and returns one Finding. Outputs here are
-plain tensors the judge rebuilt from bytes: no candidate object ever reaches a check. On a CUDA
-run they live on the judge's own device with the float64 references and the inputs, where the
-checks' arithmetic over large outputs costs milliseconds, not seconds of host time.
+plain tensors the judge rebuilt from bytes: no candidate object ever reaches a check. They live
+where the judge compares (`judged_on`) with the float64 references and the inputs: on a CUDA run
+the judge's own device, where the checks' arithmetic over large outputs costs milliseconds, not
+seconds of host time; the host for a small problem in a judge that has not started CUDA.
 """
 
 from __future__ import annotations

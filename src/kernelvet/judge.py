@@ -184,8 +184,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         values = Draws(lambda k: prob.draw_inputs(key_seeds[k]), keys)
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
         flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
-        # Where the checks compare: the host for small problems, else the device, where the
-        # checks' arithmetic over large outputs costs milliseconds, not seconds (see evidence.py).
+        # Where the checks compare (`_judged_on`): the host for small problems in a judge without
+        # CUDA, else the device, where the arithmetic over large outputs costs milliseconds.
         judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP])
 
         def reference_of(k):
@@ -208,8 +208,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         t0 = time.monotonic()
         ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name)
         phases["reference"] = time.monotonic() - t0
-        if ref_run["spare_start_s"] is not None:
-            phases["worker-device-start"] = ref_run["spare_start_s"]   # not on this vet's clock, unless waited for
+        phases["worker-device-start"] = ref_run["spare_start_s"]   # a spare's: off this vet's clock, unless waited for
         info = ref_run["device_info"]
         pk = devices.peaks(info)
         out_dtype = ref_run["dtype"]
