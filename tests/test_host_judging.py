@@ -124,3 +124,19 @@ def test_a_judge_that_has_started_cuda_judges_a_small_problem_on_the_device(monk
     """A warm API loop or `kernelvet serve` has its context already: comparing there is faster."""
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert judge._judged_on(CUDA, 2 * 256 ** 3, _MatMul(), _pair(256)) == (CUDA, None)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where CUDA cannot start")
+def test_a_worker_that_cannot_start_its_device_says_so_before_any_candidate_exists():
+    """The real worker, asked to prepare a CUDA device on a machine without one: a `failed` answer
+    to `prepare`, which the judge reports as the device not starting (not as a candidate's fault)."""
+    import time
+    from kernelvet import spares
+    launcher = spawn.shared_launcher()
+    w = spares.take(launcher, "cuda:0", 2.0, time.monotonic() + 60)
+    try:
+        with pytest.raises(HarnessError, match="could not start cuda:0"):
+            judge._prepared(w, CUDA)
+    finally:
+        w.close()
+        w.cleanup()
