@@ -33,7 +33,6 @@ import triton
 
 import kernelvet
 from kernelvet import devices, load_problem, spawn
-from kernelvet.judge import FLUSH_MIN_BYTES
 from kernelvet.practice import by_name, kernels
 
 from diag_order import lead_like_kernelvet, write_rounds   # bench/ is this script's directory
@@ -98,9 +97,9 @@ def main() -> None:
     b = torch.randn(n, n, device="cuda", generator=g)
     torch.backends.cuda.matmul.allow_tf32 = False   # the reference's float32, as the judge runs it
     fn = (lambda: torch.mm(a, b)) if kernel == "torch" else (lambda: kernels.matmul(a, b, ieee=True))
-    pk = devices.peaks(devices.describe(torch.device("cuda")))
+    flush = devices.flush_bytes(devices.describe(torch.device("cuda")), 2.0)   # as a worker sizes it
     bufs = {"i32": triton.runtime.driver.active.get_empty_cache_for_benchmark(),
-            "u8": torch.empty(max(int(2 * pk.l2_bytes), FLUSH_MIN_BYTES), dtype=torch.uint8, device="cuda")}
+            "u8": torch.empty(flush, dtype=torch.uint8, device="cuda")}
     _, lead_s, lead_cycles = lead_like_kernelvet(fn)
     # as many reps as do_bench takes for its 100 ms
     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

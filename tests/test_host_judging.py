@@ -88,8 +88,8 @@ class _Worker:
 
 
 def test_the_judge_takes_the_workers_first_answer_as_the_devices_description():
-    got = judge._prepared(_Worker({"start_s": 0.5, "device": H200, "flush_bytes": 256 << 20}), CUDA)
-    assert got == {"spare_start_s": 0.5, "device_info": H200, "flush_bytes": 256 << 20}
+    got = judge._prepared(_Worker({"start_s": 0.5, "device": H200, "flush_bytes": 256 << 20}), CUDA, 2.0)
+    assert got == {"spare_start_s": 0.5, "device_info": H200}
 
 
 @pytest.mark.parametrize("answer, says", [
@@ -97,10 +97,11 @@ def test_the_judge_takes_the_workers_first_answer_as_the_devices_description():
     (spawn.WorkerEnded("the worker was killed by SIGKILL"), "ended while starting cuda:0"),
     ({"start_s": 0.1, "device": {**H200, "type": "cpu"}, "flush_bytes": 0}, "malformed"),
     ({"start_s": 0.1, "device": H200, "flush_bytes": -1}, "malformed"),
+    ({"start_s": 0.1, "device": H200, "flush_bytes": 64 << 20}, "malformed"),   # not what 2 x its L2 calls for
 ])
 def test_a_worker_that_cannot_start_or_describe_its_device_is_a_harness_error(answer, says):
     with pytest.raises(HarnessError, match=says):
-        judge._prepared(_Worker(answer), CUDA)
+        judge._prepared(_Worker(answer), CUDA, 2.0)
 
 
 def test_the_device_is_resolved_without_initialising_cuda_in_the_judge(monkeypatch):
@@ -136,7 +137,7 @@ def test_a_worker_that_cannot_start_its_device_says_so_before_any_candidate_exis
     w = spares.take(launcher, "cuda:0", 2.0, time.monotonic() + 60)
     try:
         with pytest.raises(HarnessError, match="could not start cuda:0"):
-            judge._prepared(w, CUDA)
+            judge._prepared(w, CUDA, 2.0)
     finally:
         w.close()
         w.cleanup()

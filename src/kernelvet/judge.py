@@ -67,7 +67,6 @@ class Settings:
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
 _UNSEEN_AGAIN = 3000   # first key of the re-measurements' unseen inputs
 UNSEEN_AGAIN = 2       # re-measurements of pairs that said "remembers answers", at most
-FLUSH_MIN_BYTES = devices.FLUSH_MIN_BYTES
 # A CUDA problem this small is judged on the host (float64 references, comparisons) by a judge
 # that has not started CUDA: a few milliseconds of host arithmetic per input set, where starting
 # the judge's own CUDA context cost a cold `kernelvet check` 0.5-0.9 s on the H200. The 256^3
@@ -388,7 +387,7 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
 def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing,
     its ops; and the worker's description of the device, from its `prepared` answer."""
-    prepared = _prepared(w, dev)
+    prepared = _prepared(w, dev, settings.flush_factor)
     try:
         w.request(None)   # the `load` sent before the float64 references were computed
         for k in fresh:
@@ -411,22 +410,23 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str)
             **prepared}
 
 
-def _prepared(w, dev) -> dict:
+def _prepared(w, dev, flush_factor: float) -> dict:
     """The worker's first answer: how long it took to start the device (mostly before this vet,
-    for a spare), what the device is, and the flush buffer it holds."""
+    for a spare) and what the device is; the flush buffer it holds must be the one that
+    description and `flush_factor` call for."""
     try:
         msg = w.request(None)
         info = devices.checked_description(msg.body.get("device"), dev)
         flush_bytes = msg.body.get("flush_bytes")
-        if type(flush_bytes) is not int or flush_bytes < 0:
-            raise ValueError(f"flush_bytes {flush_bytes!r}")
+        if flush_bytes != devices.flush_bytes(info, flush_factor) or type(flush_bytes) is not int:
+            raise ValueError(f"flush_bytes {flush_bytes!r}, for a flush of {flush_factor} x its L2")
     except spawn.CandidateRaised as exc:   # the worker's own code: no candidate exists there yet
         raise HarnessError(f"the worker could not start {dev}: {exc.error}. {w.output()[-500:]}") from None
     except spawn.WorkerEnded as exc:
         raise HarnessError(f"the worker ended while starting {dev}: {exc}. {w.output()[-500:]}") from None
     except ValueError as exc:
         raise HarnessError(f"the worker's description of {dev} is malformed: {exc}") from None
-    return {"spare_start_s": float(msg.body.get("start_s", 0.0)), "device_info": info, "flush_bytes": flush_bytes}
+    return {"spare_start_s": float(msg.body.get("start_s", 0.0)), "device_info": info}
 
 
 def _early_failure(ev: Evidence, waived) -> str | None:

@@ -57,6 +57,11 @@ def take(launcher, device: str, flush_factor: float, deadline: float) -> spawn.W
             return w
         w.close()
         w.cleanup()
+    return _started(launcher, device, flush_factor, deadline)
+
+
+def _started(launcher, device: str, flush_factor: float, deadline: float) -> spawn.WorkerHandle:
+    """A new worker, greeted and asked to prepare `device` (its answer left unread)."""
     w = spawn.WorkerHandle(launcher, deadline, device=device)
     w.hello()
     w.send_only("prepare", {"device": device, "flush_factor": flush_factor})
@@ -68,11 +73,9 @@ def prepare(launcher, device: str, flush_factor: float = FLUSH_FACTOR) -> None:
     if _device_type(device) not in SPARE_FOR or not launcher.alive():
         return
     try:
-        w = spawn.WorkerHandle(launcher, time.monotonic() + 600.0, device=device)
-        w.hello()
+        w = _started(launcher, device, flush_factor, time.monotonic() + 600.0)
     except (RuntimeError, OSError, spawn.WorkerEnded):
         return
-    w.send_only("prepare", {"device": device, "flush_factor": flush_factor})
     with _lock:
         old = _spares.pop(id(launcher), None)
         _spares[id(launcher)] = (w, device, flush_factor)
