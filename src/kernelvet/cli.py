@@ -86,6 +86,24 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--idle", type=_seconds, default=1800.0, metavar="SECONDS",
                    help="exit after this long without a request (default 1800)")
 
+    b = sub.add_parser("batch", help="vet many candidates against a problem set; one JSONL record per verdict")
+    b.add_argument("--problems", metavar="DIR", help="problem files: a KernelBench tree (levelN/P_Name.py) or a folder")
+    b.add_argument("--candidates", metavar="DIR",
+                   help="candidate files, named level_L_problem_P_sample_S_kernel.py (KernelBench) or "
+                        "under a folder named after their problem file")
+    b.add_argument("--manifest", metavar="FILE.jsonl",
+                   help='jobs, one {"id", "problem", "candidate"[, "allow", "timeout"]} a line')
+    b.add_argument("--out", required=True, metavar="FILE.jsonl", help="results, one record a line, appended")
+    b.add_argument("--resume", action="store_true", help="continue --out: skip the ids it already holds")
+    b.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    b.add_argument("--seed", type=int, help="fixed seed for every problem (default: a fresh secret one per problem)")
+    b.add_argument("--timeout", type=_seconds, default=300.0, help="seconds per candidate (default 300)")
+    b.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
+                   help="waive a check for every job (recorded); repeatable")
+    b.add_argument("--audit", choices=AUDIT_MODES, default="auto", help="kernel audit with the profiler (CUDA)")
+    b.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
+    b.add_argument("--no-progress", action="store_true", help="no progress bar (the summary still prints)")
+
     s = sub.add_parser("show", help="render a JSON report")
     s.add_argument("report")
 
@@ -231,7 +249,12 @@ def _cmd_serve(args) -> int:
     return server.serve(args.socket, device=args.device, sandbox=args.sandbox, idle_s=args.idle)
 
 
-COMMANDS = {"check": _cmd_check, "show": _cmd_show, "practice": _cmd_practice, "serve": _cmd_serve}
+def _cmd_batch(args) -> int:
+    from .batch import runner
+    return runner.main(args)
+
+
+COMMANDS = {"batch": _cmd_batch, "check": _cmd_check, "show": _cmd_show, "practice": _cmd_practice, "serve": _cmd_serve}
 
 
 def main(argv=None) -> int:

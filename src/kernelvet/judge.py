@@ -42,6 +42,7 @@ from .evidence import Evidence
 from .formats import kernelbench
 from .ids import ALL_CHECKS, AUDIT_MODES, UNWAIVABLE, CheckId, parse_check_id
 from .problem import Problem, load_problem, reference64
+from .refcache import ReferenceCache, SharedReference
 from .report import Report, Status, Timing, Verdict
 
 
@@ -112,16 +113,20 @@ def warm_judge(device: str = "auto", flops: float | None = None) -> None:
 
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
         timeout: float = 300.0, allow=(), settings: Settings | None = None,
-        launcher: spawn.Launcher | None = None, audit: str = "auto", prepare_next: bool = True) -> Report:
+        launcher: spawn.Launcher | None = None, audit: str = "auto", prepare_next: bool = True,
+        reference: ReferenceCache | None = None) -> Report:
     """Vet one candidate file against a problem; return the report (raises only UsageError/HarnessError).
 
     `audit`: the profiler's kernel audit (CUDA) - `auto` runs it only for a candidate every other
     check passed (0.06-0.09 s per vet on an H200), `always`, or `never`.
     `prepare_next`: on CUDA, start the next vet's worker as this one ends (its CUDA start-up is
-    then off the next vet's clock); a one-off vet (the CLI) has no next."""
+    then off the next vet's clock); a one-off vet (the CLI) has no next.
+    `reference`: the problem's reference model, input sets and float64 references, shared with
+    the other vets of the same problem (refcache.py); its seed is the vet's secret seed."""
     try:
         return _vet(candidate, problem, device=device, seed=seed, timeout=timeout, allow=allow,
-                    settings=settings, launcher=launcher, audit=audit, prepare_next=prepare_next)
+                    settings=settings, launcher=launcher, audit=audit, prepare_next=prepare_next,
+                    reference=reference)
     finally:
         if torch.cuda.is_initialized():
             # The references, inputs and outputs the judge compared on the device are garbage now;
@@ -130,7 +135,8 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
 
 
 def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | None, timeout: float, allow,
-         settings: Settings | None, launcher: spawn.Launcher | None, audit: str, prepare_next: bool) -> Report:
+         settings: Settings | None, launcher: spawn.Launcher | None, audit: str, prepare_next: bool,
+         reference: ReferenceCache | None = None) -> Report:
     settings = settings or Settings()
     if settings.fresh_sets < 3:
         raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
@@ -140,6 +146,10 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         raise UsageError(f"--audit {audit!r}: expected one of {', '.join(AUDIT_MODES)}")
     t_start = time.monotonic()
     phases: dict[str, float] = {}
+    if reference is not None:   # the problem and its secret seed are the shared reference's
+        if seed is not None and seed != reference.seed:
+            raise UsageError("a vet with a shared reference takes that reference's seed")
+        seed, problem = reference.seed, reference.problem
     prob = problem if isinstance(problem, Problem) else load_problem(problem)
     dev = devices.resolve(device)
     waived = _parse_allow(allow)
@@ -169,6 +179,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     # its first answer says what the device is (the judge itself may never touch it).
     w = spares.take(launcher, str(dev), settings.flush_factor, time.monotonic() + max(timeout, 120.0))
     values = None
+    shared = reference.get(dev) if reference is not None else None   # made by an earlier vet of this problem
     try:
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
         body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
@@ -176,16 +187,18 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
                                  dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg)
         w.send_only("load", body, blobs)
 
-        model = prob.build_model(init, weight_seed)
+        model = prob.build_model(init, weight_seed) if shared is None else shared.model
         # Input sets are drawn a few ahead of use, on a thread (see draws.py), and their float64
         # references made when first used (each set from its own seed, so the order does not
         # matter): a candidate rejected by the checked calls never costs the later sets.
-        values = Draws(lambda k: prob.draw_inputs(key_seeds[k]), keys)
+        values = Draws(lambda k: prob.draw_inputs(key_seeds[k]), keys) if shared is None else shared.values
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
-        flops = prob.flops if prob.flops is not None else _count_flops(model, values[fresh[0]])
+        flops = prob.flops if prob.flops is not None else (
+            _count_flops(model, values[fresh[0]]) if shared is None else shared.flops)
         # Where the checks compare (`_judged_on`): the host for small problems in a judge without
         # CUDA, else the device, where the arithmetic over large outputs costs milliseconds.
-        judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP])
+        judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP]) if shared is None \
+            else (shared.judged_on, None)
 
         def reference_of(k):
             try:
@@ -195,9 +208,12 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
             except Exception as exc:
                 raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
 
-        refs64 = _Lazy(reference_of)
+        refs64 = _Lazy(reference_of) if shared is None else shared.refs64
         if first_ref is not None:
             refs64[_WARMUP] = first_ref
+        if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
+            shared = SharedReference(model, values, flops, judged_on, refs64)
+            reference.put(dev, shared)
         for k in (_WARMUP, *fresh):   # now, while the worker starts
             refs64[k]
         bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
@@ -247,7 +263,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         phases["findings"] = time.monotonic() - t0
     finally:
         t0 = time.monotonic()
-        if values is not None:
+        if values is not None and shared is None:
             values.close()
         containment = dict(getattr(w, "containment", {}) or {})
         requests = w.requests_s()

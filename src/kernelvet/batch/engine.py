@@ -1,0 +1,137 @@
+"""Engines: what vets a batch's jobs. The runner hands an engine problem groups and takes back one
+`Record` per job, on its own thread, as each lands; how the jobs are spread is the engine's.
+
+`LocalEngine` is one warm judge and launcher on one device (as `kernelvet serve` keeps): each
+group's problem is loaded once and its reference (model, input sets, float64 references) made
+once and shared by its candidates (refcache.py), then let go before the next group. An engine
+for several devices or hosts drives the same `vet_job` on its own judges, a group at a time per
+device (a group is the unit that shares a reference), and yields the same records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Iterable, Iterator, Protocol
+
+from ..errors import HarnessError, ProblemError, UsageError
+from .jobs import Job, ProblemGroup
+from .results import Record
+
+
+@dataclasses.dataclass(frozen=True)
+class VetOptions:
+    """The check options of `kernelvet check`, for every job (a job adds its own waivers)."""
+
+    device: str = "auto"
+    timeout: float = 300.0
+    allow: tuple[str, ...] = ()
+    audit: str = "auto"
+    seed: int | None = None      # every problem's secret seed; None: a fresh one per problem
+    sandbox: str = "auto"
+
+
+class Engine(Protocol):
+    def run(self, groups: Iterable[ProblemGroup]) -> Iterator[Record]:
+        """One record per job of `groups`, as each lands (any order across groups)."""
+
+
+def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
+    """One job, vetted against its problem's shared reference, as a record. A malformed candidate
+    (no ModelNew, a syntax error: exit 2 from `kernelvet check`) and a failure of the harness or
+    the problem (exit 3) are records too; only an interruption propagates."""
+    from .. import judge
+    from ..formats import kernelbench
+    t0 = time.monotonic()
+    allow = tuple(dict.fromkeys((*options.allow, *job.allow)))
+    base = dict(id=job.id, problem=job.problem, candidate=job.candidate, allow=allow)
+    try:   # the candidate's own file first: its mistakes are its own, not the problem's
+        source = kernelbench.read_source(job.candidate, "candidate")
+        kernelbench.candidate_entry(job.candidate, source)
+    except UsageError as exc:
+        return Record(**base, verdict="invalid", error=str(exc), fault="candidate",
+                      vet_s=time.monotonic() - t0, finished_at=time.time())
+    try:
+        report = judge.vet(job.candidate, reference.problem, device=options.device, timeout=job.timeout or options.timeout,
+                           allow=allow, audit=options.audit, launcher=launcher, prepare_next=True,
+                           reference=reference)
+    except UsageError as exc:
+        return Record(**base, verdict="invalid", error=str(exc), fault="problem",
+                      vet_s=time.monotonic() - t0, finished_at=time.time())
+    except ProblemError as exc:
+        return Record(**base, verdict="error", error=str(exc), fault="problem",
+                      vet_s=time.monotonic() - t0, finished_at=time.time())
+    except HarnessError as exc:
+        return Record(**base, verdict="error", error=str(exc), fault="harness",
+                      vet_s=time.monotonic() - t0, finished_at=time.time())
+    except Exception as exc:  # noqa: BLE001 - one job's internal failure must not end a run of thousands
+        return Record(**base, verdict="error", error=f"internal error: {type(exc).__name__}: {exc}",
+                      fault="harness", vet_s=time.monotonic() - t0, finished_at=time.time())
+    return Record(**base, verdict=str(report.verdict),
+                  failed=tuple((str(f.check), f.summary) for f in report.failed),
+                  timing=_timing(report), vet_s=time.monotonic() - t0, candidate_sha256=report.candidate_sha256,
+                  device=str(report.device.get("name") or report.device.get("type") or ""),
+                  finished_at=time.time())
+
+
+def _timing(report) -> dict | None:
+    t = report.timing
+    if t is None:
+        return None
+    return {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "reps": t.reps,
+            "reference_median_ms": t.reference_median_ms, "speedup": t.speedup,
+            "tflops": t.tflops, "gbps": t.gbps}
+
+
+def _problem_failure(record: Record) -> bool:
+    """A failure of the problem itself, the same for every candidate of it: not vetted again."""
+    return record.fault == "problem"
+
+
+class LocalEngine:
+    """One device, one judge, one launcher for the whole run."""
+
+    def __init__(self, options: VetOptions):
+        self.options = options
+        self._launcher = None
+
+    def start(self) -> None:
+        """The launcher and the judge warmed up (its CUDA context, so it judges on the device, as
+        `kernelvet serve` does), and the first worker asked to get ready."""
+        from .. import cli, devices, judge
+        devices.resolve(self.options.device)   # a bad --device: exit 2 before anything starts
+        self._launcher = cli._launcher(self.options.sandbox)
+        judge.warm_judge(self.options.device)
+        judge.prepare(self._launcher, self.options.device)
+
+    def run(self, groups: Iterable[ProblemGroup]) -> Iterator[Record]:
+        if self._launcher is None:
+            self.start()
+        for group in groups:
+            yield from self._group(group)
+
+    def _group(self, group: ProblemGroup) -> Iterator[Record]:
+        from ..problem import load_problem
+        from ..refcache import ReferenceCache
+        t0 = time.monotonic()
+        try:
+            problem = load_problem(group.problem)
+        except (UsageError, HarnessError) as exc:
+            failed = Record(id="", problem=group.problem, candidate="", fault="problem",
+                            verdict="invalid" if isinstance(exc, UsageError) else "error", error=str(exc),
+                            vet_s=time.monotonic() - t0)
+            for job in group.jobs:
+                yield dataclasses.replace(failed, id=job.id, candidate=job.candidate, finished_at=time.time())
+            return
+        with ReferenceCache(problem, self.options.seed) as reference:
+            broken = None
+            for job in group.jobs:
+                if broken is not None:   # the problem failed on its own: the same for the rest
+                    yield dataclasses.replace(broken, id=job.id, candidate=job.candidate, vet_s=0.0,
+                                              allow=tuple(dict.fromkeys((*self.options.allow, *job.allow))),
+                                              finished_at=time.time())
+                    continue
+                record = vet_job(job, reference, self._launcher, self.options)
+                if _problem_failure(record):
+                    broken = record
+                yield record
