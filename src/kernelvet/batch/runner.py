@@ -59,7 +59,7 @@ def run(jobs: list[jobs_mod.Job], out: str, *, resume: bool, engine: Engine, con
         summary(earlier + landed, console, out=out, skipped=len(earlier), interrupted=interrupted)
         if interrupted:
             console.print(f"interrupted: {len(landed)} verdicts written this run, {len(todo) - len(landed)} to go; "
-                          "the same command with --resume continues")
+                          "the same command with --resume continues", soft_wrap=True)
             return EXIT_INTERRUPTED
     return 0
 

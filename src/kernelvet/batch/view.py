@@ -65,4 +65,4 @@ def summary(records: list[Record], console: Console, *, out: str, skipped: int, 
     if len(reasons) > 20:
         console.print(f"... and {len(reasons) - 20} other reasons (see {out})")
     note = f"{skipped} already in the file, skipped; " if skipped else ""
-    console.print(f"{note}results: {out}")
+    console.print(f"{note}results: {out}", soft_wrap=True)

@@ -1,0 +1,159 @@
+"""`kernelvet batch` on the CPU: honest and cheating candidates from the practice corpus, a run
+interrupted with SIGINT after its first verdicts and resumed (every id exactly once, each with its
+verdict), a problem's reference shared by its candidates, and one line for each user mistake."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kernelvet import cli, judge, practice
+from kernelvet.batch.results import read_records
+from kernelvet.problem import Problem, load_problem
+from kernelvet.refcache import ReferenceCache
+
+# id -> (corpus entry, the checks that must reject it: none for an honest one). hang_forever is
+# second: its vet lasts its whole timeout, so the SIGINT sent after the first verdict lands in it.
+JOBS = {
+    "mm-library": "torch_mm",
+    "mm-hang": "hang_forever",
+    "mm-honest": "broadcast_matmul",
+    "relu-honest": "relu",
+    "relu-inplace": "inplace_relu",
+}
+
+
+def _expected(name: str) -> tuple[str, set[str]]:
+    entry = practice.by_name(name)
+    return ("pass", set()) if entry.kind == "honest" else ("reject", {str(c) for c in entry.catches})
+
+
+def _manifest(tmp_path) -> str:
+    path = tmp_path / "jobs.jsonl"
+    lines = []
+    for jid, name in JOBS.items():
+        entry = practice.by_name(name)
+        line = {"id": jid, "problem": entry.problem_ref, "candidate": entry.path}
+        if name == "hang_forever":
+            line["timeout"] = 6
+        lines.append(json.dumps(line))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _batch(*args) -> list[str]:
+    return [sys.executable, "-m", "kernelvet", "batch", "--device", "cpu", "--no-progress", *map(str, args)]
+
+
+def _env() -> dict:
+    src = os.path.dirname(os.path.dirname(os.path.abspath(practice.__file__)))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
+def test_interrupted_then_resumed_every_id_once_with_its_verdict(tmp_path):
+    manifest, out = _manifest(tmp_path), tmp_path / "results.jsonl"
+    proc = subprocess.Popen(_batch("--manifest", manifest, "--out", out), env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 1:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr, stderr
+    assert "--resume continues" in stdout
+    first, end = read_records(str(out))
+    assert end == out.stat().st_size                       # no torn line: every record whole
+    assert 1 <= len(first) < len(JOBS)
+    assert "mm-hang" not in {r.id for r in first}          # the vet in flight is not a verdict
+
+    done = subprocess.run(_batch("--manifest", manifest, "--out", out, "--resume"), env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert f"{len(first)} already in the file, skipped" in done.stdout
+    records, _ = read_records(str(out))
+    ids = [r.id for r in records]
+    assert sorted(ids) == sorted(JOBS)                     # every id exactly once
+    assert ids[:len(first)] == [r.id for r in first]       # the first run's records, kept as they were
+    for r in records:
+        verdict, checks = _expected(JOBS[r.id])
+        assert (r.id, r.verdict, {c for c, _ in r.failed}) == (r.id, verdict, checks), r
+
+
+def test_a_problems_candidates_share_its_seed_inputs_and_references(tmp_path, monkeypatch):
+    built = []
+    real = Problem.build_model
+
+    def counted(self, init, weight_seed):
+        built.append(weight_seed)
+        return real(self, init, weight_seed)
+
+    monkeypatch.setattr(Problem, "build_model", counted)
+    relu = os.path.join(practice.PROBLEMS, "relu.py")
+    honest, cheat = practice.by_name("relu").path, practice.by_name("inplace_relu").path
+    with ReferenceCache(load_problem(relu)) as cache:
+        a = judge.vet(honest, relu, device="cpu", reference=cache)
+        shared = cache.get("cpu")
+        b = judge.vet(cheat, relu, device="cpu", reference=cache)
+        assert cache.get("cpu") is shared
+        made = set(shared.refs64)
+    assert a.verdict.value == "pass" and b.verdict.value == "reject"
+    assert a.seed == b.seed == cache.seed
+    assert len(built) == 1                       # one reference model for both vets
+    assert {0, 1, 2, 3} <= made                  # the warm-up's and fresh sets' float64 references, kept
+    with pytest.raises(Exception, match="takes that reference's seed"):
+        with ReferenceCache(load_problem(relu), seed=1) as other:
+            judge.vet(honest, relu, device="cpu", reference=other, seed=2)
+
+
+def test_a_broken_problem_and_a_malformed_candidate_are_records(tmp_path, capsys):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                      "        return x\n\ndef get_inputs():\n    raise RuntimeError('no inputs')\n\n"
+                      "def get_init_inputs():\n    return []\n")
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\n")   # no ModelNew
+    good = practice.by_name("relu").path
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(json.dumps(x) for x in [
+        {"id": "b1", "problem": str(broken), "candidate": good},
+        {"id": "b2", "problem": str(broken), "candidate": good},
+        {"id": "bad", "problem": os.path.join(practice.PROBLEMS, "relu.py"), "candidate": str(bad)},
+    ]) + "\n")
+    out = tmp_path / "r.jsonl"
+    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress"])
+    capsys.readouterr()
+    assert rc == 0
+    got = {r.id: r for r in read_records(str(out))[0]}
+    assert got["b1"].verdict == got["b2"].verdict == "invalid" and got["b1"].fault == "problem"
+    assert "get_inputs()" in got["b1"].error and got["b2"].error == got["b1"].error
+    assert got["b2"].vet_s == 0.0                # the problem failed once: not vetted again
+    assert got["bad"].verdict == "invalid" and got["bad"].fault == "candidate" and "ModelNew" in got["bad"].error
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--out", "r.jsonl"], "give --problems DIR with --candidates DIR, or --manifest"),
+    (["--manifest", "none.jsonl", "--out", "r.jsonl"], "--manifest none.jsonl: no such file"),
+    (["--problems", "nowhere", "--candidates", ".", "--out", "r.jsonl"], "--problems nowhere: no such directory"),
+    (["--manifest", "m.jsonl", "--candidates", ".", "--out", "r.jsonl"], "give one"),
+    (["--manifest", "m.jsonl", "--out", "r.jsonl", "--allow", "nope"], "unknown check id 'nope'"),
+    (["--manifest", "m.jsonl", "--out", "nodir/r.jsonl"], "does not exist"),
+])
+def test_user_mistakes_are_one_line_exit_2(tmp_path, monkeypatch, capsys, argv, needle):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.jsonl").write_text(json.dumps({"id": "a", "problem": "matmul",
+                                                  "candidate": practice.by_name("torch_mm").path}) + "\n")
+    rc = cli.main(["batch", "--device", "cpu", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernelvet: error:") and needle in lines[0], err
