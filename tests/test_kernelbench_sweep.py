@@ -82,3 +82,46 @@ def test_help_runs(capsys):
     with pytest.raises(SystemExit) as exc:
         sweep.main(["--help"])
     assert exc.value.code == 0 and "--results" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- bench/kernelbench_eval_compare.py
+
+_CPATH = os.path.join(os.path.dirname(_PATH), "kernelbench_eval_compare.py")
+_cspec = importlib.util.spec_from_file_location("kernelbench_eval_compare", _CPATH)
+compare = importlib.util.module_from_spec(_cspec)
+_cspec.loader.exec_module(compare)
+
+
+def test_compare_pairs_each_candidate_with_kernelbench_and_sums_the_hours():
+    records = [_r("level1_001_ref", "reject", ["library-call"]), _r("level1_001_zeros", "reject", ["precision"])]
+    kb = {"level1_001_ref": {"correct": True, "compiled": True, "eval_s": 2.0, "wall_s": 6.0},
+          "level1_001_zeros": {"error": "timed out after 180 s", "wall_s": 180.0}}
+    rows = compare.pair(records, kb)
+    assert [(r["id"], r["kernelvet_verdict"], r["kernelbench_correct"]) for r in rows] == [
+        ("level1_001_ref", "reject", True), ("level1_001_zeros", "reject", None)]
+    s = compare.summary(rows)
+    assert s["kernelvet_total_s"] == 2.0 and s["kernelbench_wall_total_s"] == 186.0
+    assert s["kernelvet_per_hour"] == 3600.0 and s["kernelbench_passed"] == 1 and s["kernelvet_passed"] == 0
+    md = compare.markdown(rows, s, "python bench/kernelbench_eval_compare.py --sweep R")
+    assert "| level1_001_ref | reject (library-call) | 1.00 | yes | 2.00 | 6.00 |" in md
+    assert "| level1_001_zeros | reject (precision) | 1.00 | - (timed out after 180 s) | - | 180.00 |" in md
+
+
+def test_compare_stand_ins_only_for_absent_modules(monkeypatch):
+    import sys
+    for name in compare._UNUSED:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    made = compare._stand_ins()
+    try:
+        for name in made:
+            assert name in compare._UNUSED and sys.modules[name].__name__ == name
+        if "pydantic" in made:
+            class Result(sys.modules["pydantic"].BaseModel):
+                compiled: bool = False
+                metadata: dict = {}
+            a, b = Result(compiled=True), Result()
+            a.metadata["x"] = 1
+            assert a.compiled and not b.compiled and b.metadata == {}   # defaults are per instance
+    finally:
+        for name in made:
+            sys.modules.pop(name, None)
