@@ -15,6 +15,7 @@ import pytest
 
 from kernelvet import cli, judge, practice
 from kernelvet.batch.results import read_records
+from kernelvet.errors import UsageError
 from kernelvet.problem import Problem, load_problem
 from kernelvet.refcache import ReferenceCache
 
@@ -89,30 +90,48 @@ def test_interrupted_then_resumed_every_id_once_with_its_verdict(tmp_path):
         assert (r.id, r.verdict, {c for c, _ in r.failed}) == (r.id, verdict, checks), r
 
 
-def test_a_problems_candidates_share_its_seed_inputs_and_references(tmp_path, monkeypatch):
-    built = []
-    real = Problem.build_model
+def test_a_problems_candidates_share_its_checked_sets_and_draw_their_own_unseen_ones(monkeypatch):
+    built, drawn = [], []
+    real_build, real_draw = Problem.build_model, judge.locked_draw
 
     def counted(self, init, weight_seed):
         built.append(weight_seed)
-        return real(self, init, weight_seed)
+        return real_build(self, init, weight_seed)
+
+    def recorded(problem, seed):
+        drawn.append(seed)
+        return real_draw(problem, seed)
 
     monkeypatch.setattr(Problem, "build_model", counted)
+    monkeypatch.setattr(judge, "locked_draw", recorded)
     relu = os.path.join(practice.PROBLEMS, "relu.py")
     honest, cheat = practice.by_name("relu").path, practice.by_name("inplace_relu").path
+    reports, per_vet = [], []
     with ReferenceCache(load_problem(relu)) as cache:
-        a = judge.vet(honest, relu, device="cpu", reference=cache)
-        shared = cache.get("cpu")
-        b = judge.vet(cheat, relu, device="cpu", reference=cache)
+        for path in (honest, cheat, honest):
+            before = len(drawn)
+            reports.append(judge.vet(path, relu, device="cpu", reference=cache))
+            per_vet.append(drawn[before:])
+            if len(reports) == 1:
+                shared = cache.get("cpu")
         assert cache.get("cpu") is shared
-        made = set(shared.refs64)
-    assert a.verdict.value == "pass" and b.verdict.value == "reject"
-    assert a.seed == b.seed == cache.seed
-    assert len(built) == 1                       # one reference model for both vets
-    assert {0, 1, 2, 3} <= made                  # the warm-up's and fresh sets' float64 references, kept
-    with pytest.raises(Exception, match="takes that reference's seed"):
-        with ReferenceCache(load_problem(relu), seed=1) as other:
-            judge.vet(honest, relu, device="cpu", reference=other, seed=2)
+        shared_keys, made = set(shared.values), set(shared.refs64)
+    assert [r.verdict.value for r in reports] == ["pass", "reject", "pass"]
+    assert reports[0].seed == reports[1].seed == reports[2].seed == cache.seed
+    assert len(built) == 1                                  # one reference model for the three vets
+    assert {0, 1, 2, 3} <= made and {0, 1, 2, 3} <= shared_keys   # the warm-up's and fresh sets', kept
+    assert not (made | shared_keys) & set(range(100, 200))        # never an unseen set: those are each vet's
+    first, second, third = (set(d) for d in per_vet)
+    assert len(per_vet[0]) == len(first) >= 4 + 5          # shared sets once, and five unseen of its own
+    assert not second                                       # rejected before timing: nothing new drawn
+    assert len(third) >= 5 and not third & first            # its unseen sets, drawn for it alone
+
+
+def test_a_shared_reference_takes_its_own_seed():
+    relu = os.path.join(practice.PROBLEMS, "relu.py")
+    with ReferenceCache(load_problem(relu), seed=1) as other:
+        with pytest.raises(UsageError, match="takes that reference's seed"):
+            judge.vet(practice.by_name("relu").path, relu, device="cpu", reference=other, seed=2)
 
 
 def test_a_broken_problem_and_a_malformed_candidate_are_records(tmp_path, capsys):

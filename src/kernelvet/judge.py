@@ -42,7 +42,7 @@ from .evidence import Evidence
 from .formats import kernelbench
 from .ids import ALL_CHECKS, AUDIT_MODES, UNWAIVABLE, CheckId, parse_check_id
 from .problem import Problem, load_problem, reference64
-from .refcache import ReferenceCache, SharedReference
+from .refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own_sets
 from .report import Report, Status, Timing, Verdict
 
 
@@ -170,6 +170,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     # Unseen inputs for re-measuring pairs that said "remembers" (drawn only if one is needed)
     again = [[_UNSEEN_AGAIN + a * len(unseen) + j for j in range(len(unseen))] for a in range(UNSEEN_AGAIN)]
     key_seeds.update({k: rng.getrandbits(63) for ks in again for k in ks})
+    own_keys = own_sets(reference, key_seeds, unseen, again, source_sha256)   # () without a shared reference
 
     init = prob.init_inputs()
     launcher = launcher or spawn.shared_launcher()
@@ -191,7 +192,9 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         # Input sets are drawn a few ahead of use, on a thread (see draws.py), and their float64
         # references made when first used (each set from its own seed, so the order does not
         # matter): a candidate rejected by the checked calls never costs the later sets.
-        values = Draws(lambda k: prob.draw_inputs(key_seeds[k]), keys) if shared is None else shared.values
+        draw = (lambda k: prob.draw_inputs(key_seeds[k])) if reference is None else \
+            (lambda k: locked_draw(prob, key_seeds[k]))
+        values = Draws(draw, [k for k in keys if k not in own_keys]) if shared is None else shared.values
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
         flops = prob.flops if prob.flops is not None else (
             _count_flops(model, values[fresh[0]]) if shared is None else shared.flops)
@@ -214,6 +217,9 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
             shared = SharedReference(model, values, flops, judged_on, refs64)
             reference.put(dev, shared)
+        if reference is not None:   # beside the shared sets, this vet's own never-seen ones
+            values = PerVet(shared.values, Draws(draw, own_keys), own_keys)
+            refs64 = PerVet(shared.refs64, _Lazy(reference_of), own_keys)
         for k in (_WARMUP, *fresh):   # now, while the worker starts
             refs64[k]
         bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
@@ -263,8 +269,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         phases["findings"] = time.monotonic() - t0
     finally:
         t0 = time.monotonic()
-        if values is not None and shared is None:
-            values.close()
+        if values is not None and (shared is None or values is not shared.values):
+            values.close()   # a shared reference's draws are its cache's to close
         containment = dict(getattr(w, "containment", {}) or {})
         requests = w.requests_s()
         spares.after_vet(launcher, w, str(dev), settings.flush_factor, prepare_next)

@@ -5,15 +5,20 @@ A vet of a KernelBench problem spends most of the judge's time on the problem, n
 candidate: building the reference model, drawing the input sets, counting FLOPs, and computing
 the float64 references (seconds on a CPU for a large problem). Many candidates of one problem
 (`kernelvet batch`) share all of that through one `ReferenceCache`: `vet(..., reference=cache)`.
-The candidates of one problem then see the same secret inputs, as they would under one `--seed`;
-each still runs in a fresh worker of its own, which also runs and times the reference itself.
-The cache holds the input sets and float64 references until `close()`: one problem at a time.
+The candidates of one problem then see the same secret checked inputs, as they would under one
+`--seed`; the never-seen sets timed among them (the caching check's) are each vet's own, drawn
+from a seed of its own: whatever one candidate could pass on to the next (a file left behind
+where confinement is weak), no candidate has seen those before its vet. Each vet still runs in
+a fresh worker of its own, which also runs and times the reference itself. The cache holds the
+shared input sets and float64 references until `close()`: one problem at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import random
+import threading
 from typing import Any
 
 from .problem import Problem
@@ -37,6 +42,7 @@ class ReferenceCache:
     def __init__(self, problem: Problem, seed: int | None = None):
         self.problem = problem
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        self.fixed = seed is not None
         self._by_device: dict[str, SharedReference] = {}
 
     def get(self, device) -> SharedReference | None:
@@ -56,3 +62,43 @@ class ReferenceCache:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def own_sets(reference: ReferenceCache | None, key_seeds: dict, unseen, again, candidate_sha256: str) -> tuple:
+    """The input-set keys a vet with a shared reference draws for itself (its never-seen sets and
+    their re-measurements), their seeds replaced in `key_seeds`: fresh secret ones, or, under a
+    fixed seed, ones derived from it and the candidate's bytes (a rerun draws the same)."""
+    if reference is None:
+        return ()
+    keys = (*unseen, *(k for ks in again for k in ks))
+    rng = random.Random(f"{reference.seed}/{candidate_sha256}") if reference.fixed else random.Random(os.urandom(16))
+    key_seeds.update({k: rng.getrandbits(63) for k in keys})
+    return keys
+
+
+_DRAW_LOCK = threading.Lock()
+
+
+def locked_draw(problem: Problem, seed: int) -> list:
+    """One input set: a problem's shared draws and a vet's own run on two threads, and each draw
+    reseeds torch's global generator, so that no two draws interleave."""
+    with _DRAW_LOCK:
+        return problem.draw_inputs(seed)
+
+
+class PerVet(dict):
+    """A vet's view of input sets or references by key: its own (`own`, for `own_keys`) beside
+    the shared ones. `close()` closes its own draws only."""
+
+    def __init__(self, shared, own, own_keys):
+        super().__init__()
+        self._shared, self._own, self._own_keys = shared, own, frozenset(own_keys)
+
+    def __missing__(self, key):
+        value = self[key] = (self._own if key in self._own_keys else self._shared)[key]
+        return value
+
+    def close(self) -> None:
+        close = getattr(self._own, "close", None)
+        if close is not None:
+            close()
