@@ -55,8 +55,9 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
         report = judge.vet(job.candidate, reference.problem, device=options.device, timeout=job.timeout or options.timeout,
                            allow=allow, audit=options.audit, launcher=launcher, prepare_next=True,
                            reference=reference)
-    except UsageError as exc:
-        return Record(**base, verdict="invalid", error=str(exc), fault="problem",
+    except UsageError as exc:   # the problem's, unless it names the candidate's file (as its messages do)
+        whose = "candidate" if str(exc).startswith(job.candidate) else "problem"
+        return Record(**base, verdict="invalid", error=str(exc), fault=whose,
                       vet_s=time.monotonic() - t0, finished_at=time.time())
     except ProblemError as exc:
         return Record(**base, verdict="error", error=str(exc), fault="problem",
