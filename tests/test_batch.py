@@ -176,3 +176,29 @@ def test_user_mistakes_are_one_line_exit_2(tmp_path, monkeypatch, capsys, argv, 
     assert rc == 2 and "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kernelvet: error:") and needle in lines[0], err
+
+
+CUDA_JOBS = ["triton_gemm_ieee", "cuda_tiled_gemm", "hidden_stream", "torch_mm", "decoy_kernel", "triton_softmax",
+             "pointer_cache", "relu", "inplace_relu"]
+
+
+@pytest.mark.gpu
+def test_a_cuda_batch_gives_each_candidate_its_corpus_verdict(tmp_path, capsys):
+    """On the device: one judge for the run (judging there), a shared reference per problem, and
+    the same verdicts as one vet per candidate (the corpus's expectations on CUDA)."""
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text("".join(json.dumps({"id": n, "problem": practice.by_name(n).problem_ref,
+                                            "candidate": practice.by_name(n).path}) + "\n" for n in CUDA_JOBS))
+    out = tmp_path / "r.jsonl"
+    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cuda", "--no-progress"])
+    capsys.readouterr()
+    assert rc == 0
+    records = {r.id: r for r in read_records(str(out))[0]}
+    assert sorted(records) == sorted(CUDA_JOBS)
+    for name, r in records.items():
+        entry = practice.by_name(name)
+        failed = {c for c, _ in r.failed}
+        assert r.exit_code in (0, 1), r
+        assert entry.as_expected(failed, "cuda"), (name, r.verdict, failed, r.error)
+        if entry.kind == "honest":
+            assert r.timing and r.timing["median_ms"] > 0
