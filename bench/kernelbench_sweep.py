@@ -10,11 +10,13 @@ candidates are generated into a git-ignored work folder:
   zeros        zeros of the reference's output shape and dtype, with `--allow library-call`: must be rejected
 The output shape comes from one run of the reference on the meta device (no arithmetic, no
 memory), or, where an op has no meta kernel, one real run (on CUDA when present).
-The jobs go through one `kernelvet batch` run (resumable: the same --results folder continues
-where it stopped, so a sweep can be split over runs by level and range, and each part's folder
-holds its own results). The results folder gets results.jsonl (the batch's records),
-sweep.json (counts, per-problem verdicts and vet times, every exit 2 or 3 with its reason, the
-command) and sweep.md (the same as markdown tables).
+The jobs go through one `kernelvet batch` run, resumable: the same --results folder continues
+where it stopped. A sweep splits over runs by level and range: parts run into one folder make
+one table of every problem covered so far; parts run apart (other machines) are joined with
+`--merge PART... --results ALL`. The results folder gets results.jsonl (the batch's records),
+problems.json (the problems covered and the commands that ran), sweep.json (counts, per-problem
+verdicts and vet times, every exit 2 or 3 with its reason, the commands) and sweep.md (the same
+as markdown tables).
 """
 
 from __future__ import annotations
@@ -156,8 +158,8 @@ def generate(chosen, work: str) -> tuple[str, dict]:
             source = fh.read()
         spec = output_spec(path)
         info[(level, number)] = {"level": level, "number": number, "name": os.path.basename(path)[:-3],
-                                 "path": path, "output": spec["output"], "shape_from": spec["how"],
-                                 "shape_error": spec.get("error")}
+                                 "file": f"level{level}/{os.path.basename(path)}", "output": spec["output"],
+                                 "shape_from": spec["how"], "shape_error": spec.get("error")}
         files = {"ref": reference_candidate(source)}
         if spec["output"] is not None:
             files["zeros"] = zeros_candidate(spec["output"])
@@ -185,6 +187,18 @@ def run_batch(manifest: str, out: str, batch_args: list[str]) -> int:
     return subprocess.call(cmd)
 
 
+def _relative(text, records) -> str | None:
+    """A reason as the tables show it: the folders of the machine it ran on left out (the problem
+    and candidate files named by their place in the KernelBench tree and the work folder)."""
+    if text is None:
+        return None
+    for r in records:
+        for path, short in ((r.problem, "/".join(r.problem.split(os.sep)[-2:])),
+                            (r.candidate, "/".join(r.candidate.split(os.sep)[-2:]))):
+            text = text.replace(path, short)
+    return text
+
+
 def tabulate(records, info: dict) -> dict:
     """Counts by kind and verdict, one row per problem, the exits 2 and 3 with their reasons."""
     by_id = {r.id: r for r in records}
@@ -203,9 +217,9 @@ def tabulate(records, info: dict) -> dict:
             counts[kind][r.verdict] += 1
             row[kind] = {"verdict": r.verdict, "exit": r.exit_code, "failed": [c for c, _ in r.failed],
                          "vet_s": round(r.vet_s, 3),
-                         "speedup": (r.timing or {}).get("speedup"), "error": r.error}
+                         "speedup": (r.timing or {}).get("speedup"), "error": _relative(r.error, [r])}
             if r.exit_code in (2, 3):
-                exits.append({"id": r.id, "exit": r.exit_code, "fault": r.fault, "reason": r.error})
+                exits.append({"id": r.id, "exit": r.exit_code, "fault": r.fault, "reason": _relative(r.error, [r])})
             if r.verdict != EXPECTED[kind]:
                 ok = False
         if p["output"] is None:
@@ -269,7 +283,60 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="auto", help="kernelvet batch --device (default auto)")
     ap.add_argument("--timeout", default="300", help="kernelvet batch --timeout per candidate (default 300)")
     ap.add_argument("--table-only", action="store_true", help="rebuild the tables from results.jsonl, run nothing")
+    ap.add_argument("--merge", nargs="+", metavar="FOLDER",
+                    help="merge these results folders (parts run apart) into --results; run nothing")
     return ap
+
+
+def _key(level_number) -> str:
+    return f"{level_number[0]}/{level_number[1]}"
+
+
+def load_parts(folder: str) -> tuple[dict, list[str]]:
+    """What earlier runs into `folder` recorded: problem info by (level, number), and their commands."""
+    path = os.path.join(folder, "problems.json")
+    if not os.path.exists(path):
+        return {}, []
+    with open(path) as fh:
+        saved = json.load(fh)
+    info = {tuple(int(x) for x in k.split("/")): v for k, v in saved["problems"].items()}
+    return info, list(saved.get("commands", []))
+
+
+def write_tables(folder: str, records, info: dict, commands: list[str], batch_exit: int) -> dict:
+    """problems.json (what the tables are made of), sweep.json and sweep.md, for every problem any
+    run into `folder` covered."""
+    with open(os.path.join(folder, "problems.json"), "w") as fh:
+        json.dump({"problems": {_key(k): v for k, v in sorted(info.items())}, "commands": commands}, fh,
+                  indent=2, sort_keys=True)
+    table = tabulate(records, info)
+    table.update({"commands": commands, "batch_exit": batch_exit, "date": time.strftime("%Y-%m-%d")})
+    with open(os.path.join(folder, "sweep.json"), "w") as fh:
+        json.dump(table, fh, indent=2, sort_keys=True, default=str)
+    with open(os.path.join(folder, "sweep.md"), "w") as fh:
+        fh.write(markdown(table, "`; `".join(commands)))
+    print(f"{table['as_expected']} of {table['problems']} problems as expected; {len(table['exits'])} exits 2/3; "
+          f"tables in {folder}", flush=True)
+    return table
+
+
+def merge(parts: list[str], folder: str) -> dict:
+    """Several results folders (parts of one sweep, run apart) as one: their records (a later
+    part's record of an id wins) into folder/results.jsonl, and the tables of the union."""
+    from kernelvet.batch.results import read_records
+    info, commands, records = {}, [], {}
+    for part in parts:
+        part_info, part_commands = load_parts(part)
+        if not part_info:
+            raise SystemExit(f"{part}: no problems.json (not a results folder of this script)")
+        info.update(part_info)
+        commands += part_commands
+        for r in read_records(os.path.join(part, "results.jsonl"))[0]:
+            records[r.id] = r
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "results.jsonl"), "wb") as fh:
+        fh.writelines(r.line() for r in records.values())
+    return write_tables(folder, list(records.values()), info, commands, 0)
 
 
 def main(argv=None) -> int:
@@ -278,6 +345,10 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     sys.path.insert(0, os.path.join(ROOT, "src"))
     from kernelvet.batch.results import read_records
+    command = shlex.join(["python", "bench/kernelbench_sweep.py", *argv])
+    if args.merge:
+        table = merge(args.merge, args.results)
+        return 0 if not table["unexpected"] else 1
     try:
         levels = [int(x) for x in args.levels.split(",") if x.strip()]
     except ValueError:
@@ -294,16 +365,9 @@ def main(argv=None) -> int:
     out = os.path.join(args.results, "results.jsonl")
     rc = 0 if args.table_only else run_batch(manifest, out, ["--device", args.device, "--timeout", args.timeout, *extra])
     records, _ = read_records(out) if os.path.exists(out) else ([], 0)
-    table = tabulate(records, info)
-    command = shlex.join(["python", "bench/kernelbench_sweep.py", *argv])
-    table.update({"command": command, "batch_exit": rc, "date": time.strftime("%Y-%m-%d"),
-                  "levels": levels, "range": args.range})
-    with open(os.path.join(args.results, "sweep.json"), "w") as fh:
-        json.dump(table, fh, indent=2, sort_keys=True, default=str)
-    with open(os.path.join(args.results, "sweep.md"), "w") as fh:
-        fh.write(markdown(table, command))
-    print(f"{table['as_expected']} of {table['problems']} problems as expected; {len(table['exits'])} exits 2/3; "
-          f"tables in {args.results}", flush=True)
+    earlier, commands = load_parts(args.results)   # parts run into this folder before: one table for all
+    table = write_tables(args.results, records, {**earlier, **info},
+                         commands + ([command] if command not in commands else []), rc)
     return rc if rc else (0 if not table["unexpected"] else 1)
 
 

@@ -125,3 +125,32 @@ def test_compare_stand_ins_only_for_absent_modules(monkeypatch):
     finally:
         for name in made:
             sys.modules.pop(name, None)
+
+
+def test_parts_run_apart_merge_into_one_table(tmp_path):
+    info = {(1, n): {"name": f"{n}_P", "file": f"level1/{n}_P.py", "output": {"tensor": [2], "dtype": "float32"},
+                     "shape_from": "meta", "shape_error": None} for n in (1, 2)}
+    for n in (1, 2):
+        part = tmp_path / f"part{n}"
+        part.mkdir()
+        records = [_r(f"level1_00{n}_ref", "reject", ["library-call"]), _r(f"level1_00{n}_ref-allowed", "pass"),
+                   _r(f"level1_00{n}_zeros", "reject", ["precision"])]
+        (part / "results.jsonl").write_bytes(b"".join(r.line() for r in records))
+        sweep.write_tables(str(part), records, {(1, n): info[(1, n)]}, [f"run part {n}"], 0)
+    table = sweep.merge([str(tmp_path / "part1"), str(tmp_path / "part2")], str(tmp_path / "all"))
+    assert table["problems"] == 2 and table["as_expected"] == 2 and not table["missing"]
+    assert table["commands"] == ["run part 1", "run part 2"]
+    saved = json.loads((tmp_path / "all" / "sweep.json").read_text())
+    assert [r["number"] for r in saved["rows"]] == [1, 2]
+    assert "run part 1" in (tmp_path / "all" / "sweep.md").read_text()
+
+
+def test_reasons_in_the_tables_name_no_folder_of_the_machine():
+    r = Record(id="level1_051_ref", problem="/srv/x/KernelBench/level1/51_Argmax.py",
+               candidate="/srv/x/sweep/level1/051_ref.py", verdict="error", fault="problem",
+               error="/srv/x/KernelBench/level1/51_Argmax.py:9: the reference failed")
+    info = {(1, 51): {"name": "51_Argmax", "file": "level1/51_Argmax.py", "output": None, "shape_from": None,
+                      "shape_error": "meta: no kernel"}}
+    table = sweep.tabulate([r], info)
+    assert table["exits"][0]["reason"] == "level1/51_Argmax.py:9: the reference failed"
+    assert "/srv/x" not in json.dumps(table)
