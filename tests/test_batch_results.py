@@ -223,3 +223,24 @@ def test_a_flat_problem_folder_pairs_by_subfolder(tmp_path):
 def test_the_practice_problems_folder_is_a_problem_set():
     index = jobs.problem_index(practice.PROBLEMS)
     assert "relu" in index and all(p.endswith(".py") for p in index.values())
+
+
+def test_resume_names_ids_recorded_for_another_candidate(tmp_path):
+    import io
+    from rich.console import Console
+    from kernelvet.batch import runner
+    out = tmp_path / "r.jsonl"
+    with ResultsFile(str(out), resume=False) as f:
+        f.append(rec("a"))
+    job = jobs.Job("a", "matmul", str(tmp_path / "other.py"))
+    text = io.StringIO()
+
+    class NoEngine:
+        def run(self, groups):
+            assert [j.id for g in groups for j in g.jobs] == []   # nothing left to vet
+            return iter(())
+    rc = runner.run([job], str(out), resume=True, engine=NoEngine(), console=Console(file=text, width=200),
+                    show_progress=False)
+    assert rc == 0
+    assert "1 ids in" in text.getvalue() and "recorded for other candidate files (first: a)" in text.getvalue()
+    assert "1 already in the file, skipped" in text.getvalue()

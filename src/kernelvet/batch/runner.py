@@ -40,6 +40,11 @@ def run(jobs: list[jobs_mod.Job], out: str, *, resume: bool, engine: Engine, con
         todo = [j for j in jobs if j.id not in results.done]
         wanted = {j.id for j in jobs}
         earlier = [r for i, r in results.done.items() if i in wanted]
+        moved = [j.id for j in jobs if j.id in results.done and results.done[j.id].candidate
+                 and results.done[j.id].candidate != j.candidate]
+        if moved:
+            console.print(f"note: {len(moved)} ids in {out} were recorded for other candidate files (first: "
+                          f"{moved[0]}); they are skipped: remove their lines to vet them again", soft_wrap=True)
         landed = []
         interrupted = False
         progress = _progress(len(todo), earlier, console, show_progress)
@@ -54,7 +59,9 @@ def run(jobs: list[jobs_mod.Job], out: str, *, resume: bool, engine: Engine, con
             except KeyboardInterrupt:
                 interrupted = True
             finally:
-                stream.close()   # the engine lets its shared references and workers go
+                close = getattr(stream, "close", None)   # a generator engine lets its references go
+                if close is not None:
+                    close()
         from .view import summary
         summary(earlier + landed, console, out=out, skipped=len(earlier), interrupted=interrupted)
         if interrupted:
