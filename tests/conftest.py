@@ -9,7 +9,7 @@ os.environ["KERNELVET_SOCKET"] = os.path.join(os.path.dirname(__file__), ".no-su
 
 
 def pytest_collection_modifyitems(config, items):
-    """GPU tests run only where CUDA is (the lent H200); elsewhere they are skipped, with the reason."""
+    """GPU tests run only where CUDA is; elsewhere they are skipped, with the reason."""
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (run `pytest -m gpu` on the GPU machine)")

@@ -1,5 +1,5 @@
 """bench/gpu_bench.py's derived numbers: which do_bench runs were host-bound, and the ratio to the
-others (issue 4's results tables are rendered from recorded runs by this code)."""
+others (the results tables are rendered from recorded runs by this code)."""
 
 import importlib.util
 import os
@@ -29,7 +29,7 @@ def _row(do_bench_us, gaps_us, kernelvet_us, flush_us=61.5):
 
 
 def test_a_run_paced_slower_than_flush_plus_kernel_is_host_bound():
-    # session 6, call 6: paces 87 and 84 us against 61.5 + 12.9 us; 70 us is not
+    # a recorded H200 run: paces 87 and 84 us against 61.5 + 12.9 us; 70 us is not
     r = _row([17.70, 15.55, 12.99], [87, 84, 70], [12.22, 12.86, 12.86])
     assert gpu_bench._paced_by_device(r["runs"]["do_bench"], r["do_bench_host_gap_us"], 61.5,
                                       r["runs"]["kernelvet"]) == [12.99 / 1e3]
@@ -56,7 +56,7 @@ def test_pinning_holds_only_inside_and_restores_the_affinity(monkeypatch):
 
 
 def test_a_flush_per_run_judges_each_run_by_its_own():
-    # since session 13 do_bench's flush is measured in its own process after each of its runs
+    # do_bench's flush is measured in its own process after each of its runs
     r = _row([17.70, 13.2, 12.99], [80, 80, 70], [12.22, 12.86, 12.86], flush_us=[60.0, 70.0, 60.0])
     assert gpu_bench._host_bound_cells(r) == f"1 of 3 | {12.86 / ((13.2 + 12.99) / 2):.3f}"
 
@@ -103,7 +103,7 @@ def test_the_torch_reference_is_compared_by_the_same_rule():
     assert gpu_bench.compared(r, ref=True) == (pytest.approx(0.0120 / 0.0124), "do_bench")
     r["do_bench_ref_host_gap_us"] = [40, 95, 50]   # one of three behind 61.5 us of flush + 12 us
     assert gpu_bench.compared(r, ref=True) == (pytest.approx(0.0120 / 0.0121), "spin-led do_bench")
-    del r["do_bench_ref_host_gap_us"]   # before session 14 the reference's pace was not recorded
+    del r["do_bench_ref_host_gap_us"]   # older results did not record the reference's pace
     assert gpu_bench.compared(r, ref=True) == (pytest.approx(0.0120 / 0.0124), "do_bench")
 
 

@@ -2,7 +2,7 @@
 
 Every CPU cheat is rejected by the checks its entry names; a `sole` cheat by exactly that one
 check, and waiving that check lets it through (the check earns its place). Every honest kernel
-passes. The CUDA half of the corpus runs in test_gpu.py on the lent H200.
+passes. The CUDA half of the corpus runs in test_gpu.py on a CUDA machine.
 """
 
 import pytest

@@ -1,4 +1,4 @@
-"""The CUDA half of the corpus, on a real GPU (run on the lent H200: `pytest -m gpu`).
+"""The CUDA half of the corpus, on a real GPU (`pytest -m gpu` on a CUDA machine).
 
 Same matrix as test_corpus.py: every CUDA cheat rejected by its checks, `sole` ones by exactly one
 check that, waived, lets it through; every honest CUDA kernel passes. Plus the 4096^3 cases of

@@ -1,4 +1,4 @@
-"""CUDA-specific endings on a real GPU (run on the lent H200: `pytest -m gpu`).
+"""CUDA-specific endings on a real GPU (`pytest -m gpu` on a CUDA machine).
 
 An illegal address poisons the CUDA context of the process that made it: the worker can do
 nothing more on the device, the judge must say so, and the next candidate, in a fresh worker on

@@ -74,7 +74,7 @@ def test_the_lead_covers_the_host_queueing_a_whole_rep():
 
 def test_each_drain_rep_is_followed_by_its_twin_without_the_call():
     """streams' baseline: each synchronised rep with the call, then at once the same rep with an
-    ordered kernel of the judge's own in its place (session 13: baselines taken after all the
+    ordered kernel of the judge's own in its place (baselines taken after all the
     drain reps read an honest 3 us kernel 8 us "hidden"). Stubbed device steps, in order."""
     import types
     from kernelvet.worker import _Reps

@@ -81,8 +81,8 @@ launcher.close()
 
 def test_worker_sees_nothing_of_the_judges_start(write):
     """The launcher hands its workers none of the judge's environment, arguments or descriptors:
-    not in os.environ or sys.argv, nor in what /proc shows of the process. (Session 14 tried a
-    launcher forked from the judge, which had to zero the strings it started with to pass this.)"""
+    not in os.environ or sys.argv, nor in what /proc shows of the process. (A launcher forked from
+    the judge would have to zero the strings it started with to pass this.)"""
     spy = write("spy.py", MATMUL_HEADER + "import os\n" + honest_matmul(_SPY))
     proc = subprocess.run([sys.executable, "-c", _JUDGE.format(spy=spy), "--judge-arg-pl4nted"],
                           env={**os.environ, "KV_PLANTED": "pl4nted"}, capture_output=True, text=True, timeout=300)

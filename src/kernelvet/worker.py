@@ -104,7 +104,7 @@ class _Bound:
     def kernel_trace(self, cuda: bool = True):
         """Torch's profiler (Kineto; CUPTI for CUDA) one level below `torch.profiler.profile`, whose
         start asks `hasattr(torch, "_inductor")` and so imports Inductor and Dynamo: ~5 s in a
-        fresh worker on the H200 (session 9), paid by every audit once the launcher stopped
+        fresh worker on an H200, paid by every audit once the launcher stopped
         importing Dynamo. Events: `.kineto_results.events()` after the block."""
         return self._profile(use_cpu=not cuda, use_device="cuda" if cuda else None, use_kineto=True)
 
@@ -801,9 +801,9 @@ class _Reps:
         """A drain rep's twin without the call, run right after it: the same inputs read, paint and
         flush, and between the two events one ordered kernel of the judge's own (a one-element add)
         in place of the call. Its drain is the baseline: a device-wide sync costs some microseconds
-        with nothing left to run, and the twins meet the same conditions (session 13, call 3: with
-        the baselines taken after all the drain reps, an honest 3 us `x * 1` read 8.2 us above
-        them in three measurements)."""
+        with nothing left to run, and the twins meet the same conditions (with the baselines taken
+        after all the drain reps, an honest 3 us `x * 1` read 8.2 us above them in three
+        measurements on an H200)."""
         bound = self.w.bound
         start, end = self._one
         self._before_call(s, lead=False)

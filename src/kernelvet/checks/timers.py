@@ -22,7 +22,7 @@ from ._common import first_seen, not_reached
 RATIO = 8.0
 # Per-call host cost a launch-bound call may add: back to back, such a call runs at the host's pace,
 # not the device's. On the H200's host one Triton launch (with a flush and two event records) paced
-# 48-118 us per rep across sessions 6 and 7, the pace moving with the host's load from minute to
+# 48-118 us per rep across runs, the pace moving with the host's load from minute to
 # minute; a hidden-stream GEMM at 256^3 (1.9 us reported) read 86 us per call on the judge's clock,
 # all of it launch cost. 0.15 ms covers one launch at the slowest pace seen; 0.06 ms failed honest
 # tiny kernels (~2-3 us reported) whenever the host was slow.
