@@ -1,5 +1,5 @@
 """The kernel audit's decisions on synthetic profiler traces, shaped like the H200's (names from
-bench/results/2026-11-30-h200/diag-timing-session2.json). Fast, no GPU: the GPU suite traces for real."""
+bench/results/2026-11-30-h200/diagnostics/kernel-trace.json). Fast, no GPU: the GPU suite traces for real."""
 
 import pytest
 
