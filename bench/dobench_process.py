@@ -2,20 +2,19 @@
 kernelvet's (no judge, no launcher client, no worker handles, no references on the device).
 
 gpu_bench.py starts one (`DoBenchProcess`) and asks it for one case at a time, alternating with
-kernelvet's vets. Until session 13 do_bench ran in the bench's own process, beside the judge of
-every vet; there its host pace per rep went from ~50 us in the first round to 89-103 us after a
-few vets (session 12), and a host slower than the device's flush + kernel puts launch latency
-inside do_bench's windows (256^3: 19-33 us against 12.7-13.5 us). Session 13's `diag_dobench.py
---both` put the two side by side and found the pace swinging in both, from moment to moment and
-process to process: the judge was not the cause. The process of its own stays as the cleaner
-method.
+kernelvet's vets. do_bench in the bench's own process, beside the judge of every vet, saw its
+host pace per rep swing (~50 us to 89-103 us), and a host slower than the device's flush + kernel
+puts launch latency inside do_bench's windows (256^3: 19-33 us against 12.7-13.5 us). Side by
+side, the pace swung in a process of its own too, from moment to moment and process to process:
+the judge was not the cause. The process of its own stays as the cleaner method: nothing of the
+judge's can slow the reading kernelvet is compared with.
 
-Also the helpers the diagnostics use in-process (`dobench_stamped`, `flush_us`, `pinned`).
+Also the helpers gpu_bench uses in-process (`dobench_stamped`, `flush_us`, `pinned`).
 
 Each case is timed twice: as do_bench is, and with a spin kernel before each of its
 flushes (`spin_lead`), which keeps the device busier per rep than the host's pace, so that
 do_bench's windows hold no launch latency even where its host falls behind (the 256^3 GEMM on
-the H200's host, sessions 12-14).
+the H200's host).
 
 Protocol (one JSON object per line): the process prints {"ready": true}; then for each line
 {"kind": "matmul"|"softmax", "shape": [...]} on stdin it prints {"candidate": [ms per rep],
@@ -45,7 +44,7 @@ PIN_CPU: int | None = None   # --pin=N: do_bench's thread on core N while it run
 def pinned():
     """do_bench's host pace decides whether its windows hold launch latency; an experiment for
     steadier pacing: the calling thread held to one core while do_bench runs (Linux affinity is
-    per thread). Session 7 (H200): every core had fast (~50 us) and slow (72-88 us) runs."""
+    per thread). On the H200's host every core had fast (~50 us) and slow (72-88 us) runs."""
     if PIN_CPU is None:
         yield
         return
@@ -61,8 +60,8 @@ def dobench_stamped(fn) -> tuple[list[float], list[float]]:
     """do_bench's per-rep times (ms), and the host's intervals between its timed calls (us, stamped
     in fn). do_bench's only lead is its L2 flush: when the host's pace per rep is slower than the
     device's (flush + kernel), the device drains its queue and launch latency lands inside the
-    window (session 6, call 3, 256^3: host intervals of 84-99 us against a 64 us flush and a 10 us
-    kernel read 15-28 us; 54-55 us read 12.7-13.3)."""
+    window (256^3 on an H200: host intervals of 84-99 us against a 64 us flush and a 10 us kernel
+    read 15-28 us; 54-55 us read 12.7-13.3)."""
     stamps = []
 
     def stamped():
@@ -85,10 +84,10 @@ def spin_lead():
     kernelvet's own lead). The device then spends longer per rep than the host's pace (50-125 us
     a rep seen on the H200's host), so the host stays ahead and no launch latency falls inside a
     window. The flush itself is do_bench's (256 MB), so the kernel meets the same cache and TLB
-    state: session 14 tried a 1 GiB flush instead, and it read the 256^3 GEMM 4% slower (13.4 us
-    against 12.8) and the softmax 2%. Its host pace is stamped all the same, to show it held.
-    A stand-in, not an equal: on one machine of session 14 (call 4) it read the 256^3 GEMM at
-    12.8 us where do_bench, keeping pace, read 12.3-12.45; on another (call 3) they agreed."""
+    state: a 1 GiB flush instead read the 256^3 GEMM 4% slower (13.4 us against 12.8) and the
+    softmax 2%. Its host pace is stamped all the same, to show it held. A stand-in, not an
+    equal: on one H200 machine it read the 256^3 GEMM at 12.8 us where do_bench, keeping pace,
+    read 12.3-12.45; on another they agreed."""
     drv = triton.runtime.driver.active
     own = drv.clear_cache
     props = torch.cuda.get_device_properties(torch.cuda.current_device())

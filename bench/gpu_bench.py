@@ -1,4 +1,5 @@
-"""Issue 4's measurements on a CUDA machine, in one invocation; writes a JSON file and a table.
+"""The GPU measurements behind bench/timing.py and bench/cost.py, in one invocation; writes a JSON
+file and a table.
 
 1. Timing: kernelvet's reported median against `triton.testing.do_bench` for honest Triton
    float32 GEMMs (IEEE dot) at 256, 1024, 4096, 8192, a Triton softmax, and the torch reference,
@@ -13,11 +14,11 @@
    left do_bench fewer than three such runs at 256^3, so each round also times the candidate with
    do_bench led by a 200 us spin kernel before each of its flushes (dobench_process.spin_lead):
    the device stays ahead of the host, so no launch latency enters a window, and the flush is
-   do_bench's own. Issue 4's comparison (the columns in bold, for the candidate and for the torch
+   do_bench's own. The comparison (the columns in bold, for the candidate and for the torch
    reference, which is timed both ways too) is the first three rounds' ratio to do_bench as it
    is, or, where any of those three do_bench runs was host-bound, to the spin-led do_bench: a
    host-bound run times launch latency with the kernel, so it is no reading of the kernel to be
-   within 3% of (the decision and its grounds: the results README of session 14). do_bench's
+   within 3% of (bench/README.md states the target). do_bench's
    per-rep times and the 90th percentile of its host's pace are kept in the JSON.
 2. Latency through the Python API with a warm launcher and a warm Triton cache: an honest 256^3
    Triton GEMM (audit auto, which traces it, and audit never), and early rejects.
@@ -33,7 +34,7 @@ Usage: python bench/gpu_bench.py OUT_DIR [--quick] [--parts=latency,small,cli,ke
   (small: 256, 1024 and the softmax; big: 4096 and 8192; kernel: the 256^3 GEMM's CUPTI kernel
   duration beside do_bench and kernelvet; --quick leaves out big; --pin=CPU holds the thread that
   runs do_bench to that core while it runs, an experiment for steadier host pacing: on the H200's
-  host it was not, session 7's diag_dobench --sweep)
+  host it was not)
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ from kernelvet.practice import by_name
 
 SIZES = (256, 1024, 4096, 8192)
 SOFTMAX = (4096, 4096)
-ROUNDS = 3      # alternating do_bench / kernelvet rounds compared (issue 4)
+ROUNDS = 3      # alternating do_bench / kernelvet rounds compared
 MAX_ROUNDS = 5  # ... and at most this many, for do_bench to get ROUNDS runs that were not host-bound
-                # (session 14, call 1: 8 of 9 host-bound at 256^3, hence the spin-led do_bench)
+                # (on the H200's host up to 8 of 9 were host-bound at 256^3: hence the spin-led do_bench)
 PAIRS = 5       # CLI: alternating (import torch, kernelvet check) pairs
+DEFAULT_PARTS = ("latency", "small", "cli", "big")   # kernel and processes: on request
 SPARE_S = 1.2   # after a vet, its successor's worker has started CUDA and its libraries by then (0.55-0.65 s)
 
 
@@ -74,7 +76,7 @@ def _paced_by_device(db_ms: list, gaps_us: list, flush_us, kv_ms: list) -> list:
     """The do_bench runs that were not host-bound: the host launched faster than the device ran
     each rep (flush + the kernel, kernelvet's median standing for the kernel). In the others the
     device waited for each launch, so launch latency fell inside the windows. `flush_us`: one per
-    run, or one for all (results before session 13)."""
+    run, or one for all (older results)."""
     kernel_us = 1e3 * statistics.median(kv_ms)
     flushes = _per_run(flush_us, len(db_ms))
     return [ms for ms, gap, fl in zip(db_ms, gaps_us, flushes) if gap <= fl + kernel_us]
@@ -133,7 +135,7 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
             kv_r.append(rep.timing.reference_median_ms)
         if len(kv_c) < ROUNDS:
             continue
-        row = {"kernel": name, "shape": list(shape),   # issue 4's comparison: the first three rounds
+        row = {"kernel": name, "shape": list(shape),   # the comparison: the first three rounds
                "do_bench_ms": statistics.median(db_c[:ROUNDS]), "kernelvet_ms": statistics.median(kv_c[:ROUNDS]),
                "do_bench_ref_ms": statistics.median(db_r[:ROUNDS]), "kernelvet_ref_ms": statistics.median(kv_r[:ROUNDS]),
                "runs": {"do_bench": db_c, "kernelvet": kv_c, "do_bench_ref": db_r, "kernelvet_ref": kv_r},
@@ -220,7 +222,7 @@ def cli_rows(dest: str) -> list[dict]:
         print(f"{label}: {statistics.median(walls):.2f} s (rc {proc.returncode})", flush=True)
 
     # The baseline and the check in pairs, alternating: the host's pace drifts between runs (import
-    # torch alone read 3.0-5.7 s in one session), and each pair's difference sees one pace.
+    # torch alone has read anywhere from 3.0 to 5.7 s on one machine), and each pair's difference sees one pace.
     base, cold = ("python + import torch", [py, "-c", "import torch"]), \
         ("kernelvet check (audit auto)", check + ["--json", os.path.join(dest, "cli-report.json")])
     walls, procs = {base[0]: [], cold[0]: []}, {}
@@ -235,8 +237,8 @@ def cli_rows(dest: str) -> list[dict]:
     rows.append({"what": "what the CLI adds: each pair's check minus its import torch", "wall_s": diffs,
                  "median_s": statistics.median(diffs), "rc": None, "start_up": "", "tail": ""})
     print(f"{rows[-1]['what']}: median {rows[-1]['median_s']:.2f} s of {[round(d, 2) for d in diffs]}", flush=True)
-    # (The audit's cost is the latency rows'; sessions 9-11 ran the check with --audit never and
-    # --sandbox off here too: the one invocation must fit in 10 minutes.)
+    # (The audit's cost is the latency rows'; --audit never and --sandbox off are left out here:
+    # the one invocation must fit in 10 minutes.)
     wall, proc = run([py, "-c", "import torch; torch.zeros(1, device='cuda')"])
     add("python + import torch + CUDA init", [wall], proc)
     try:
@@ -321,7 +323,7 @@ def kernel_time_rows(launcher) -> list[dict]:
         kv.append(rep.timing.median_ms if rep.timing else float("nan"))
         time.sleep(SPARE_S)
     # The profiler last: once CUPTI is attached to this process, every launch here costs more, and
-    # do_bench, which times in this process, reads 30-49 us (session 5's first try).
+    # do_bench, which times in this process, reads 30-49 us.
     for _ in range(3):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(200):
@@ -352,7 +354,7 @@ def _host_bound_cells(r: dict) -> str:
 def _paced_cells(r: dict) -> str:
     """'spin-led do_bench, ms | kernelvet's ratio to it' (first three rounds), with how many of its
     runs were host-bound all the same (none, if the spin did its job)."""
-    if "do_bench_paced_ms" not in r:   # results before session 14
+    if "do_bench_paced_ms" not in r:   # older results: no spin-led do_bench
         return "- | -"
     n = len(r["do_bench_paced"]["ms"])
     return (f"{r['do_bench_paced_ms']:.4f} | {r['paced_ratio']:.3f}"
@@ -367,9 +369,9 @@ _SIDES = {False: ("do_bench", "kernelvet", "ratio", "paced_ratio", "do_bench_hos
 
 
 def compared(r: dict, ref: bool = False) -> tuple[float, str]:
-    """Issue 4's comparison: kernelvet's first three rounds against do_bench's, as do_bench is if
+    """The comparison: kernelvet's first three rounds against do_bench's, as do_bench is if
     none of its first three runs was host-bound, else against the spin-led do_bench. `ref`: the
-    same for the torch reference (its pace recorded since session 14)."""
+    same for the torch reference (where its pace is recorded)."""
     db_key, kv_key, ratio_key, paced_key, gaps_key, paced_ms_key = _SIDES[ref]
     if gaps_key not in r:   # no pace recorded for it
         return r[ratio_key], "do_bench"
@@ -378,7 +380,7 @@ def compared(r: dict, ref: bool = False) -> tuple[float, str]:
                              r["runs"][kv_key])
     if len(clean) == len(db):
         return r[ratio_key], "do_bench"
-    if paced_ms_key not in r:   # results before session 14
+    if paced_ms_key not in r:   # older results: no spin-led do_bench
         return r[ratio_key], "do_bench, host-bound"
     return r[paced_key], "spin-led do_bench"
 
@@ -398,7 +400,7 @@ def table(res: dict) -> str:
            "## Timing: kernelvet vs triton.testing.do_bench (median of three alternating runs)", "",
            "| kernel | shape | do_bench ms | kernelvet ms | ratio | spin-led do_bench ms | ratio to it "
            "| torch ref do_bench ms | kernelvet ref ms | **torch ref compared** | do_bench runs host-bound "
-           "| ratio to do_bench's runs not host-bound | **compared (issue 4)** |",
+           "| ratio to do_bench's runs not host-bound | **compared** |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["timing"]:
         if "rejected" in r:
@@ -435,7 +437,7 @@ def table(res: dict) -> str:
                 "|---|---|---|---|---|"]
         r = res["kernel_time"][0]
         paces = [f"{g:.0f} (flush {r['do_bench_flush_us']:.0f})" for g in r["do_bench_host_gap_us"]] \
-            if "do_bench_host_gap_us" in r else ["-"] * len(r["do_bench_ms"])   # not recorded before session 6
+            if "do_bench_host_gap_us" in r else ["-"] * len(r["do_bench_ms"])   # not recorded in older results
         for i, (c, d, g, k) in enumerate(zip(r["cupti_kernel_ms"], r["do_bench_ms"], paces, r["kernelvet_ms"])):
             out.append(f"| {i + 1} | {c * 1e3:.2f} | {d * 1e3:.2f} | {g} | {k * 1e3:.2f} |")
     if res.get("part_s"):
@@ -444,17 +446,17 @@ def table(res: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def main() -> None:
-    if sys.argv[1] == "--table":   # the table again, from a results file (what it adds is derived)
-        with open(sys.argv[2]) as fh:
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[0] == "--table":   # the table again, from a results file (what it adds is derived)
+        with open(argv[1]) as fh:
             print(table(json.load(fh)), end="")
         return
-    dest = sys.argv[1]
-    quick = "--quick" in sys.argv
-    pin = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--pin=")), None)
+    dest = argv[0]
+    quick = "--quick" in argv
+    pin = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--pin=")), None)
     dobench_process.PIN_CPU = pin   # the in-process do_bench of --parts=kernel
-    parts = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--parts=")),
-                 ["latency", "small", "cli", "big"])
+    parts = next((a.split("=", 1)[1].split(",") for a in argv if a.startswith("--parts=")), list(DEFAULT_PARTS))
     os.makedirs(dest, exist_ok=True)
     import platform
     res = {"device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -469,7 +471,7 @@ def main() -> None:
         with open(os.path.join(dest, "gpu-bench.json"), "w") as fh:
             json.dump(res, fh, indent=1, default=str)
 
-    res["part_s"] = {}   # each part's wall seconds (issue 4: the whole invocation under 10 minutes)
+    res["part_s"] = {}   # each part's wall seconds (the whole invocation fits in 10 minutes)
 
     @contextlib.contextmanager
     def part(name):

@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# The GPU work of a session on the lent H200, in parts that each fit one 10-minute call:
-#   bench/gpu_session.sh all       issue 4's single invocation: the whole GPU test suite, then
-#                                  bench/gpu_bench.py at every size (timing against do_bench,
-#                                  latency, the CLI) and its table; each step's seconds in steps.txt
+# The GPU work on one CUDA machine, in parts that each fit a 10-minute limit:
+#   bench/gpu_session.sh all       the whole GPU test suite, then bench/gpu_bench.py at every size
+#                                  (bench/timing.py's and bench/cost.py's rows) and its table, in
+#                                  one invocation; each step's seconds in steps.txt
 #   bench/gpu_session.sh bench     bench/gpu_bench.py (timing against do_bench, latency, the CLI)
 #   bench/gpu_session.sh tests     the whole GPU test suite (every test marked gpu)
 #   bench/gpu_session.sh practice [PATTERN ...]   kernelvet practice --device cuda --ablate --json
-#                                  (split by pattern across calls if need be; bench/practice_merge.py
-#                                  joins the JSON files and gives the whole run's verdict)
+#                                  (split by pattern across invocations if need be;
+#                                  bench/practice_merge.py joins the JSON files and gives the whole
+#                                  run's verdict)
 #   bench/gpu_session.sh verify [PATTERN ...]   after a change: the GPU tests outside the corpus
 #                                  matrix, then practice for the patterns given (the matrix's checks),
 #                                  each given what is left of 580 s
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
-# Results land in $OUT (copied to bench/results/<date>-h200*/ by hand afterwards).
+# Results land in $OUT; bench/README.md says how they become bench/results/<date>-<device>/.
 set -u
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 COLUMNS=200
 OUT=${OUT:-/tmp/kv-out}
 mkdir -p "$OUT"
-# Leftovers of a killed earlier call: kernelvet's launchers, workers and practice runs, but never
+# Leftovers of an earlier invocation that was killed: kernelvet's launchers, workers and practice runs, but never
 # this script or what called it (a caller's command line may name kernelvet.practice too).
 stop_leftovers() {
   local mine=" " p=$$

@@ -1,17 +1,12 @@
-"""Session diagnostic (H200): what the CLI adds to `python -c "import torch"`, and where it goes.
+"""What does the CLI add to `python -c "import torch"`, and where does it go?
 
 Each round runs, in fresh processes: `import torch` alone, then the check. Every check prints its
 start-up marks (`--verbose`) and two stamps of this script's: when its Python reached main (so:
 the interpreter's start) and when it called os._exit (so: from there to the exit status reaching
-us, the process's teardown, the judge's CUDA context included).
-Usage: python bench/diag_cli.py OUT.json [ROUNDS]
-
-Session 14, call 1 (the version of this script in e31b2bb, which alternated each check with and
-without a launcher forked from the CLI once its torch was imported, cli.FORK_WHEN_LATE then):
-the CLI added a median of 2.46 s with the fork and 2.16 s without, over six rounds; the judge's
-own CUDA start-up (0.5-1.0 s after its import) and the vet (~1.0 s) were the path either way,
-and the exit took 0.14-0.21 s. The fork was taken out again. Sessions 12-13 asked the same of the
-launcher's environment and of two imports at once: neither slowed the launcher; the host did.
+us, the process's teardown, the judge's CUDA context included). The rounds where the CLI adds
+most are those where the launcher's own `import torch` ends well after the CLI's: the host's
+pace, not kernelvet's work, sets the spread.
+Usage: python bench/diagnostics/cli_startup.py OUT.json [ROUNDS]
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
-"""Session diagnostic (H200): what a vet judged on the host spends outside its phases.
+"""Does a vet's wall time all fall inside its phases?
 
-Session 15, call 1 (ae5e346, the first code that judged small CUDA problems on the host): an honest
-256^3 vet through the API took 1.24-1.41 s, of which ~0.5 s fell outside every phase (after the
-worker ended and the next vet's spare began its start-up: the last evaluation of the checks);
-rejects, evaluated inside the plan, showed none. This measures the phases again, alone (1 s apart)
-and back to back, with torch's default host threads and with one (the judge's arithmetic beside a
-starting spare worker is the suspect).
-Usage: python bench/diag_gap.py OUT.json [VETS]
+An honest 256^3 vet through the API, alone (1 s apart) and back to back, with torch's default
+host threads and with one: each vet's phases, their sum, and the wall seconds outside them. Time
+outside every phase is work nobody accounts for (the final evaluation of the checks once ran
+there, beside the next vet's spare starting up; it is now the `findings` phase).
+Usage: python bench/diagnostics/vet_phases.py OUT.json [VETS]
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Session diagnostic (H200): where a spare worker's device start-up (`worker-device-start`,
-~1.1 s in session 5) goes. The parent imports what the launcher imports and freezes its heap; each
-child, forked as the launcher forks a worker, times the steps of `Worker._do_prepare` one by one.
-Usage: python bench/diag_start.py OUT.json [--pre [--pre-driver]]   (pre_triton() in the parent:
-  what the launcher pays, and with --pre-driver Triton's driver object too)
+"""Where does a spare worker's device start-up (the `worker-device-start` phase) go?
+
+The parent imports what the launcher imports and freezes its heap; each child, forked as the
+launcher forks a worker, times the steps of `Worker._do_prepare` one by one.
+Usage: python bench/diagnostics/worker_start.py OUT.json [--pre [--pre-driver]]   (pre_triton() in
+  the parent: what the launcher pays, and with --pre-driver Triton's driver object too)
 """
 from __future__ import annotations
 

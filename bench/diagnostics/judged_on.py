@@ -1,7 +1,11 @@
-"""Session diagnostic (H200): a warm API vet of the 256^3 GEMM judged on the host against the same
-vet judged on the device (`judge.HOST_JUDGE_FLOPS` set to 0), alternating in one process, each 1 s
-after the last (its spare ready), so that both see one machine's pace.
-Usage: python bench/diag_judged_on.py OUT.json [PAIRS]
+"""Where should a judge that has started CUDA compare a small problem: on the host or the device?
+
+A warm API vet of the 256^3 GEMM judged on the host against the same vet judged on the device
+(`judge.HOST_JUDGE_FLOPS` set to 0), alternating in one process, each 1 s after the last (its
+spare ready), so that both see one machine's pace. The recorded run
+(bench/results/2026-11-30-h200/diagnostics/judged-on.json) is why a judge whose CUDA is already
+started compares on the device.
+Usage: python bench/diagnostics/judged_on.py OUT.json [PAIRS]
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import statistics
 import sys
 import time
 
-from diag_gap import gemm_256_ready
+from vet_phases import gemm_256_ready   # bench/diagnostics/ is this script's directory
 from kernelvet import judge
 
 HOST = judge.HOST_JUDGE_FLOPS
