@@ -1,9 +1,10 @@
 """`kernelvet serve`: a judge that stays up, so that `kernelvet check` pays no start-up.
 
-A cold `kernelvet check` imports torch (3.1 s on the H200 host), waits for the launcher to import
-torch, Triton and the dispatcher's tracing machinery, and for a worker to start CUDA: 9.1 s for a
-vet that takes 0.8 s through the Python API. The server is that API kept warm: it owns the
-launcher, a worker made ready ahead of each request, and (as any judge) the secret seeds.
+A cold `kernelvet check` imports torch, waits for the launcher to import torch, Triton and the
+dispatcher's tracing machinery, and for a worker to start CUDA, all for a vet that costs far less
+through a warm Python API (both measured in bench/results/*/cost/). The server is that API kept
+warm: it owns the launcher, a worker made ready ahead of each request, and (as any judge) the
+secret seeds.
 `kernelvet check` asks it first (unless `--no-server`) and prints what comes back; when no server
 of its own code listens, it vets in its own process as before.
 
