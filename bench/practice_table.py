@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(argv[0], exist_ok=True)
     out_json = os.path.join(argv[0], f"practice-{device}.json")
     with open(os.path.join(argv[0], f"practice-{device}.txt"), "w") as log:
-        rc = subprocess.run(practice_command(out_json, device, patterns), stdout=log, stderr=subprocess.STDOUT).returncode
+        cmd = practice_command(out_json, device, patterns)
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     if not os.path.exists(out_json):
         print(f"kernelvet practice wrote no results (exit {rc}); see practice-{device}.txt", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """Torch dispatch modes without torch._dynamo's import on their first use.
 
 torch wraps every dispatch mode's `__torch_dispatch__` so that Dynamo never compiles inside it,
-and the wrapper imports torch._dynamo on its first call: 1.3 s on the CPU box, paid by the
+and the wrapper imports torch._dynamo on its first call: 1.3 s on a 2-core CPU machine, paid by the
 launcher's first aten trace and by the judge's first FLOP count (a cold `kernelvet check` paid
 both). Until something else has imported Dynamo (torch.compile does), no frame can be under its
 compiler, and the plain method is the same thing; from then on, torch's own wrapper decides.
