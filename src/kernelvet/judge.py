@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from . import checks, codec, devices, metrics, spares, spawn
+from . import checks, codec, devices, metrics, sizes, spares, spawn
 from .checks.kernel_audit import defined_kernels
 from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks import caching, streams
@@ -225,9 +225,14 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
                                                                                        refs64[fresh[0]])
         phases["problem"] = time.monotonic() - t_start
+        # The limits of every reply follow from the problem: outputs per message at most the
+        # timing run's first outputs (one per set it timed) and one more.
+        size = sizes.measure(values[fresh[0]], refs64[fresh[0]], model)
+        floor = metrics.error_floor(values[fresh[0]], refs64[fresh[0]])
+        w.max_blob_bytes = size.message_limit(len(fresh) + len(unseen) + 1)
 
         t0 = time.monotonic()
-        ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name)
+        ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name, size, floor)
         phases["reference"] = time.monotonic() - t0
         phases["worker-device-start"] = ref_run["spare_start_s"]   # a spare's: off this vet's clock, unless waited for
         info = ref_run["device_info"]
@@ -256,6 +261,9 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
             ev.source_hits = []
         ev.kernels_defined = defined_kernels(source)
         ev.output_arg = prob.output_arg
+        ev.extra["problem_size"] = dataclasses.asdict(size)
+        ev.extra["message_limit"] = w.max_blob_bytes
+        ev.extra["error_floor"] = floor
 
         t0 = time.monotonic()
         w.deadline = time.monotonic() + timeout
@@ -406,10 +414,16 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
             "reps_per_sync": settings.reps_per_sync}
 
 
-def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str) -> dict:
+def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
+                   size: "sizes.ProblemSize | None" = None, floor: float = 0.0) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing,
-    its ops; and the worker's description of the device, from its `prepared` answer."""
+    its ops; and the worker's description of the device, from its `prepared` answer. A problem
+    that cannot fit the device (`size`) is refused before any of it runs there."""
     prepared = _prepared(w, dev, settings.flush_factor)
+    if size is not None:
+        too_big = sizes.fits(size, prepared["device_info"].get("memory_bytes"))
+        if too_big:
+            raise UsageError(f"{name}: {too_big}")
     try:
         w.request(None)   # the `load` sent before the float64 references were computed
         for k in fresh:
@@ -419,17 +433,25 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str)
         traced = w.request("call", {"set": fresh[1], "trace": True})
         timed = w.request("time", _time_body(fresh, settings, null_reps=0))
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
+        if size is not None and isinstance(exc, spawn.CandidateRaised) and _says_out_of_memory(exc.error):
+            raise UsageError(f"{name}: the reference ran out of memory on {dev} ({size.describe()}); "
+                             "the problem is too large for this device") from None
         raise HarnessError(f"{name}: the reference implementation failed in its worker: {exc}. "
                            f"{w.output()[-500:]}") from None
     if out is None:
         raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
-    errors = [metrics.rel_error(out, refs64[fresh[0]]), metrics.rel_error(_decode_output(traced), refs64[fresh[1]])]
+    errors = [metrics.rel_error(out, refs64[fresh[0]], floor),
+              metrics.rel_error(_decode_output(traced), refs64[fresh[1]], floor)]
     if out.dtype.is_floating_point and max(errors) > 10 * metrics.TOLERANCE.get(out.dtype, 1.0):
         raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
             **prepared}
+
+
+def _says_out_of_memory(error: str) -> bool:
+    return "OutOfMemoryError" in error or "out of memory" in error.lower() or "MemoryError" in error
 
 
 def _prepared(w, dev, flush_factor: float) -> dict:
@@ -464,7 +486,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
                    settings: Settings, poison, waived, audit, phases, again) -> str:
     on = ev.enabled
     out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
-    max_blob = max(1 << 20, 64 * out_nbytes)
+    max_blob = ev.extra.get("message_limit") or max(1 << 20, 64 * out_nbytes)
     set_values = {k: k for k in [_WARMUP, *fresh, _PROBE, *unseen]}
     probe = ev.device.type == "cuda" and CheckId.STREAMS in on
 

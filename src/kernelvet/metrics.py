@@ -24,17 +24,50 @@ def tolerance(dtype: torch.dtype, reference_error: float | None) -> float:
     return base
 
 
-def rel_error(out: torch.Tensor, ref64: torch.Tensor) -> float:
-    """||out - ref|| / ||ref|| in float64 (inf when out has non-finite values where ref is finite).
+def rel_error(out: torch.Tensor, ref64: torch.Tensor, floor: float = 0.0) -> float:
+    """||out - ref|| / max(||ref||, floor) in float64 (inf when out has non-finite values where ref
+    is finite). `floor` (see `error_floor`) keeps an output that is truly zero from turning the
+    float32 rounding of its arithmetic into an enormous relative error. Integer and bool outputs
+    are compared exactly: the fraction of elements that differ.
     Computed where the reference is (each function here: on its last tensor's device)."""
+    if not ref64.is_floating_point():
+        if out.shape != ref64.shape:
+            return math.inf
+        if out.is_floating_point():   # a float where an index or a flag belongs is never exact
+            return 1.0
+        differ = torch.ne(out.to(ref64.device, ref64.dtype), ref64).sum().item()
+        return differ / max(ref64.numel(), 1)
     o = out.to(ref64.device, torch.float64)
     if not torch.isfinite(o).all() and torch.isfinite(ref64).all():
         return math.inf
-    denom = torch.linalg.vector_norm(ref64).item()
+    denom = max(torch.linalg.vector_norm(ref64).item(), floor)
     num = torch.linalg.vector_norm(o - ref64).item()
     if denom == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / denom
+
+
+# An output's error is measured against at least this fraction of the size it would have at the
+# inputs' own scale: a mean after a normalisation is zero up to rounding, and its float32 rounding
+# (1e-7 of the summands) must read as the rounding it is, not as a relative error of 1e8.
+FLOOR_FRACTION = 1e-3
+
+
+def error_floor(inputs: list, ref64: torch.Tensor) -> float:
+    """The norm below which an output counts as zero: FLOOR_FRACTION x sqrt(its elements) x the
+    RMS of the problem's floating inputs (0 without any: purely relative)."""
+    if not ref64.is_floating_point():
+        return 0.0
+    total, count = 0.0, 0
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            x64 = x.to(torch.float64)
+            x64 = x64[torch.isfinite(x64)]
+            total += float((x64 * x64).sum().item())
+            count += x64.numel()
+    if not count:
+        return 0.0
+    return FLOOR_FRACTION * math.sqrt(ref64.numel()) * math.sqrt(total / count)
 
 
 def ulp_stats(out: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> dict:

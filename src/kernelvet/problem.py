@@ -92,8 +92,18 @@ class Problem:
         if not isinstance(model, torch.nn.Module):
             raise UsageError(f"{self._where()}: Model(*get_init_inputs()) must build a torch.nn.Module, "
                              f"got {kernelbench.a_kind(model)}")
+        dropout_off(model)
         _WHERE[model] = self
         return model
+
+
+def dropout_off(model: torch.nn.Module) -> None:
+    """Dropout modules in eval mode (the rest of the model as it is: a BatchNorm in training mode
+    keeps normalising by its batch). A reference that drops at random cannot judge anyone, and a
+    candidate built from the same Model gets the same treatment in its worker."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.eval()
 
 
 def _is_json_value(x, depth: int = 0) -> bool:

@@ -272,17 +272,22 @@ class WorkerHandle:
             took["net"] = "bwrap"
         self.containment = {"sandbox": launcher.sandbox, **took}
         self.ended: WorkerEnded | None = None
+        # Tensor bytes one reply may announce: the judge sets it from the problem (sizes.py); until
+        # then (start-up, the reference's load) replies carry no tensors of any size.
+        self.max_blob_bytes = 1 << 20
         self._greeted = False
         self._pending: list[str] = []   # requests sent by `send_only` whose answers are unread, in order
         self._round_trips: dict[str, list] = {}
 
     def request(self, type_: str, body: dict | None = None, tensors=(), *, timeout: float | None = None,
-                max_blob_bytes: int = 1 << 30) -> protocol.Message:
+                max_blob_bytes: int | None = None) -> protocol.Message:
         if self.ended:
             raise self.ended
         if type_ is not None and self._pending:
             raise RuntimeError(f"answers to {self._pending} are unread")   # harness bug: replies come in order
         deadline = self.deadline if timeout is None else min(self.deadline, time.monotonic() + timeout)
+        if max_blob_bytes is None:
+            max_blob_bytes = self.max_blob_bytes
         t0 = time.monotonic()
         try:
             if type_ is not None:

@@ -26,7 +26,7 @@ import torch.autograd.profiler
 from . import codec, devices, protocol, warm
 from .dispatch_modes import defer_dynamo
 from .metrics import INT_OF_WIDTH
-from .problem import load_reference_module
+from .problem import dropout_off, load_reference_module
 
 # Requests the judge may send, and the body fields each may carry.
 REQUESTS = {
@@ -268,6 +268,8 @@ class Worker:
             def build():
                 torch.manual_seed(int(b["weight_seed"]))
                 model = entry(*init)
+                if isinstance(model, torch.nn.Module):
+                    dropout_off(model)
                 return model.to(self.device) if isinstance(model, torch.nn.Module) else model
             self.fn = self._run_candidate("constructing the model", build)
         else:

@@ -176,4 +176,12 @@ def call_user(fn, path: str, what: str):
     try:
         return fn()
     except (Exception, SystemExit) as exc:
+        if _out_of_memory(exc):   # the machine's limit, not a mistake in the file
+            raise UsageError(f"{os.path.basename(path)}: {what} ran out of memory ({type(exc).__name__}); "
+                             "this machine has too little memory for the problem's sizes") from None
         raise UsageError(f"{at(path, user_line(exc, path))}: {what} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    from ..sizes import is_out_of_memory
+    return is_out_of_memory(exc)

@@ -1,0 +1,178 @@
+"""Problems of every shape KernelBench has: limits that follow from the problem, integer and
+truly-zero outputs, dropout in the reference, inputs that do not fit in memory. Each problem is
+written here, small; the candidates are the problem's own Model (honest, the library waived) or a
+variant that is wrong in one way."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from kernelvet import metrics, sizes, vet
+from kernelvet.errors import ProblemError, UsageError
+from kernelvet.ids import CheckId
+from kernelvet.judge import Settings
+from kernelvet.report import Status, Verdict
+
+QUICK = Settings(budget_ms=20.0, warmup_ms=5.0, loop_ms=10.0)
+LIB = (CheckId.LIBRARY_CALL,)
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def problem(forward: str, inputs: str, init: str = "return []", ctor: str = "pass", head: str = "") -> str:
+    return (f"import torch\nfrom torch import nn\n{head}\n\nclass Model(nn.Module):\n"
+            f"    def __init__(self, *args):\n        super().__init__()\n        {ctor}\n\n"
+            f"    def forward(self, *xs):\n        {forward}\n\n\n"
+            f"def get_inputs():\n    {inputs}\n\n\ndef get_init_inputs():\n    {init}\n")
+
+
+def as_candidate(problem_text: str, forward: str | None = None) -> str:
+    """The problem's own Model as the candidate, or with its forward replaced."""
+    body = "    pass\n" if forward is None else f"    def forward(self, *xs):\n        {forward}\n"
+    return problem_text + "\n\nclass ModelNew(Model):\n" + body
+
+
+def failed(report) -> set:
+    return {f.check for f in report.failed}
+
+
+ARGMAX = problem("return torch.argmax(xs[0], dim=1)", "return [torch.rand(8, 64, 16)]")
+MEAN_AFTER_NORM = problem("return self.norm(xs[0]).mean(dim=(1, 2, 3))", "return [torch.randn(4, 8, 6, 6)]",
+                          ctor="self.norm = nn.GroupNorm(2, 8)")
+DROPOUT = problem("return torch.softmax(self.drop(self.fc(xs[0])), dim=1)", "return [torch.randn(16, 32)]",
+                  ctor="self.fc = nn.Linear(32, 24); self.drop = nn.Dropout(0.3)")
+SCALAR_LOSS = problem("return torch.nn.functional.mse_loss(xs[0], xs[1])",
+                      "return [torch.randn(32, 16), torch.randn(32, 16)]")
+
+
+def test_integer_outputs_are_compared_exactly(tmp_path):
+    ref = write(tmp_path, "argmax.py", ARGMAX)
+    honest = vet(write(tmp_path, "honest.py", as_candidate(ARGMAX)), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert honest.verdict is Verdict.PASS, [f.summary for f in honest.failed]
+    # one index off in one row: an integer output has no tolerance
+    off_by_one = as_candidate(ARGMAX, "out = torch.argmax(xs[0], dim=1)\n        out[0, 0] = (out[0, 0] + 1) % 64\n"
+                                      "        return out")
+    report = vet(write(tmp_path, "off.py", off_by_one), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.REJECT
+    assert CheckId.PRECISION in failed(report), [f.summary for f in report.failed]
+
+
+def test_float_indices_are_not_integer_indices(tmp_path):
+    ref = write(tmp_path, "argmax.py", ARGMAX)
+    as_float = as_candidate(ARGMAX, "return torch.argmax(xs[0], dim=1).float()")
+    report = vet(write(tmp_path, "f.py", as_float), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.REJECT
+    assert failed(report) & {CheckId.PRECISION, CheckId.OUTPUT_TYPE}
+
+
+def test_an_output_that_is_truly_zero_is_judged_at_the_problems_scale(tmp_path):
+    ref = write(tmp_path, "mean.py", MEAN_AFTER_NORM)
+    honest = vet(write(tmp_path, "honest.py", as_candidate(MEAN_AFTER_NORM)), ref, device="cpu", allow=LIB,
+                 settings=QUICK)
+    assert honest.verdict is Verdict.PASS, [f.summary for f in honest.failed]
+    # an output off by a constant far above rounding is still wrong
+    shifted = as_candidate(MEAN_AFTER_NORM, "return self.norm(xs[0]).mean(dim=(1, 2, 3)) + 0.01")
+    report = vet(write(tmp_path, "shift.py", shifted), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert CheckId.PRECISION in failed(report)
+
+
+def test_error_floor_follows_the_inputs_scale():
+    x = torch.randn(1000, dtype=torch.float64)
+    ref = torch.zeros(100, dtype=torch.float64)
+    floor = metrics.error_floor([x], ref)
+    assert floor == pytest.approx(metrics.FLOOR_FRACTION * 10 * x.pow(2).mean().sqrt().item())
+    assert metrics.error_floor([x * 1000], ref) == pytest.approx(1000 * floor)
+    tiny = torch.full((100,), 1e-9, dtype=torch.float64)
+    assert metrics.rel_error(tiny, ref) == float("inf")            # purely relative: hopeless
+    assert metrics.rel_error(tiny, ref, floor) < 2e-6              # at the problem's scale: rounding
+    assert metrics.error_floor([torch.arange(5)], ref) == 0.0      # no floating inputs: purely relative
+
+
+def test_integer_rel_error_is_the_fraction_that_differs():
+    ref = torch.tensor([1, 2, 3, 4])
+    assert metrics.rel_error(torch.tensor([1, 2, 3, 4]), ref) == 0.0
+    assert metrics.rel_error(torch.tensor([1, 2, 0, 4]), ref) == 0.25
+    assert metrics.rel_error(torch.tensor([1.0, 2.0, 3.0, 4.0]), ref) == 1.0
+    assert metrics.rel_error(torch.tensor([True, False]), torch.tensor([True, True])) == 0.5
+
+
+def test_dropout_in_the_reference_is_put_in_eval_mode(tmp_path):
+    ref = write(tmp_path, "drop.py", DROPOUT)
+    report = vet(write(tmp_path, "honest.py", as_candidate(DROPOUT)), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+
+
+def test_a_reference_drawing_at_random_in_forward_is_refused_saying_why(tmp_path):
+    text = problem("return torch.nn.functional.dropout(xs[0], 0.5, training=True)", "return [torch.randn(16, 16)]")
+    ref = write(tmp_path, "fdrop.py", text)
+    with pytest.raises(ProblemError, match="nondeterministic.*dropout in training mode"):
+        vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", allow=LIB, settings=QUICK)
+
+
+def test_scalar_loss_output(tmp_path):
+    ref = write(tmp_path, "loss.py", SCALAR_LOSS)
+    honest = vet(write(tmp_path, "honest.py", as_candidate(SCALAR_LOSS)), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert honest.verdict is Verdict.PASS, [f.summary for f in honest.failed]
+    halved = as_candidate(SCALAR_LOSS, "return torch.nn.functional.mse_loss(xs[0], xs[1]) * 0.5")
+    assert CheckId.PRECISION in failed(vet(write(tmp_path, "half.py", halved), ref, device="cpu", allow=LIB,
+                                           settings=QUICK))
+
+
+def test_a_reply_larger_than_the_problem_allows_is_a_protocol_violation(tmp_path):
+    text = problem("return xs[0] * 2", "return [torch.randn(16, 16)]")
+    ref = write(tmp_path, "small.py", text)
+    # 16 MiB back for a 1 KiB output: no honest worker of this problem needs that
+    huge = as_candidate(text, "return torch.zeros(2048, 2048)")
+    report = vet(write(tmp_path, "huge.py", huge), ref, device="cpu", settings=QUICK)
+    worker = report.finding(CheckId.WORKER)
+    assert worker.status is Status.FAIL and "protocol violation" in worker.summary, worker.summary
+    assert "allowed" in worker.summary
+
+
+def test_a_wrong_shape_of_an_inputs_size_is_a_wrong_output_not_a_violation(tmp_path):
+    text = problem("return xs[0].sum(dim=1)", "return [torch.randn(64, 4096)]")
+    ref = write(tmp_path, "sum.py", text)
+    report = vet(write(tmp_path, "same.py", as_candidate(text, "return xs[0].clone()")), ref, device="cpu",
+                 allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.REJECT
+    assert report.finding(CheckId.WORKER).status is not Status.FAIL
+    assert failed(report) & {CheckId.OUTPUT_TYPE, CheckId.PRECISION}
+
+
+def test_message_limits_follow_the_problem():
+    x, out = torch.randn(64, 4096), torch.randn(64, dtype=torch.float64)
+    size = sizes.measure([x], out, torch.nn.Linear(8, 8))
+    assert size.largest_input == 64 * 4096 and size.output_elements == 64 and size.largest_weight == 64
+    assert size.message_limit(1) == max(sizes.FLOOR_BYTES, sizes.MARGIN * 8 * 64 * 4096)
+    assert size.message_limit(9) == 9 * size.message_limit(1)
+    big = sizes.measure([torch.empty(0)], torch.empty(1 << 28, dtype=torch.float64), None)   # 2 GiB of float64
+    assert big.message_limit(1) > 1 << 30   # no fixed cap of 1 GiB
+
+
+def test_a_problem_too_large_for_the_device_is_named_with_its_sizes():
+    size = sizes.ProblemSize(input_bytes=8 << 30, largest_input=1 << 31, output_elements=1 << 30,
+                             weight_bytes=0, largest_weight=0)
+    why = sizes.fits(size, 141 << 30)
+    assert why and "141.0 GiB" in why and "8.0 GiB" in why
+    assert sizes.fits(size, None) is None
+    small = sizes.ProblemSize(1 << 20, 1 << 18, 1 << 18, 0, 0)
+    assert sizes.fits(small, 141 << 30) is None
+    # the stated largest set fits, one a tenth larger does not
+    n = sizes.largest_fitting_set(141 << 30)
+    assert sizes.fits(sizes.ProblemSize(n, n // 4, n // 4, 0, 0), 141 << 30) is None
+    assert sizes.fits(sizes.ProblemSize(int(n * 1.1), n // 4, int(n * 1.1) // 4, 0, 0), 141 << 30)
+
+
+def test_inputs_that_run_out_of_memory_are_a_usage_error_not_the_files_fault(tmp_path):
+    text = problem("return xs[0]", "raise MemoryError()")
+    ref = write(tmp_path, "oom.py", text)
+    with pytest.raises(UsageError, match="get_inputs\\(\\) ran out of memory") as got:
+        vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", settings=QUICK)
+    assert not re.search(r"oom\.py:\d", str(got.value))   # no line of the file blamed
