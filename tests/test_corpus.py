@@ -35,13 +35,14 @@ def test_honest_kernel_passes(entry):
 
 def test_every_check_has_a_cheat_only_it_catches():
     sole = {next(iter(e.catches)) for e in CORPUS if e.kind == "cheat" and e.sole_on}
-    assert sole == set(ALL_CHECKS)
+    # parameters: its cheats are wrong on the fresh weights too (tests/test_problem_data.py)
+    assert sole == set(ALL_CHECKS) - {CheckId.PARAMETERS}
 
 
 def test_every_cpu_checkable_check_has_a_cpu_cheat_only_it_catches():
     """Streams and kernel traces do not exist on the CPU; every other check has a CPU cheat of its own."""
     sole = {next(iter(e.catches)) for e in CPU_CHEATS if e.sole("cpu")}
-    assert sole == set(ALL_CHECKS) - {CheckId.STREAMS, CheckId.KERNEL_AUDIT}
+    assert sole == set(ALL_CHECKS) - {CheckId.STREAMS, CheckId.KERNEL_AUDIT, CheckId.PARAMETERS}
 
 
 def test_corpus_files_exist_and_say_their_pattern():

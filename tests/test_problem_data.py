@@ -176,3 +176,135 @@ def test_inputs_that_run_out_of_memory_are_a_usage_error_not_the_files_fault(tmp
     with pytest.raises(UsageError, match="get_inputs\\(\\) ran out of memory") as got:
         vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", settings=QUICK)
     assert not re.search(r"oom\.py:\d", str(got.value))   # no line of the file blamed
+
+
+# -- weights are secret inputs ---------------------------------------------------------------
+
+LAYERNORM = problem("return self.ln(xs[0])", "return [torch.randn(8, 4, 6, 6)]", ctor="self.ln = nn.LayerNorm((4, 6, 6))")
+
+# The affine weights declared per channel (4,), not per element (4, 6, 6): right only while the
+# reference's hold their init, ones and zeros.
+LAYERNORM_WRONG_SHAPE = """
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+        self.bias = nn.Parameter(torch.zeros(4))
+
+    def forward(self, x):
+        mean = x.mean(dim=(1, 2, 3), keepdim=True)
+        var = x.var(dim=(1, 2, 3), keepdim=True, unbiased=False)
+        y = (x - mean) / torch.sqrt(var + 1e-5)
+        return y * self.weight.view(1, 4, 1, 1) + self.bias.view(1, 4, 1, 1)
+"""
+
+LINEAR = problem("return self.fc(xs[0])", "return [torch.randn(16, 32)]", ctor="self.fc = nn.Linear(32, 24)")
+
+# Honest: stores the weight transposed, under other names, and says how to load the reference's.
+LINEAR_TRANSPOSED = """
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.w_t = nn.Parameter(torch.empty(32, 24))
+        self.shift = nn.Parameter(torch.empty(24))
+
+    def load_reference_state(self, state):
+        with torch.no_grad():
+            self.w_t.copy_(state["fc.weight"].t())
+            self.shift.copy_(state["fc.bias"])
+
+    def forward(self, x):
+        return torch.addmm(self.shift, x, self.w_t)
+"""
+
+# Honest: the same shapes under other names (matched by order and shape, no hook needed).
+LINEAR_RENAMED = """
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.proj = nn.Linear(32, 24)
+
+    def forward(self, x):
+        return torch.addmm(self.proj.bias, x, self.proj.weight.t())
+"""
+
+
+def test_weights_right_only_at_init_are_rejected(tmp_path):
+    ref = write(tmp_path, "ln.py", LAYERNORM)
+    report = vet(write(tmp_path, "wrong.py", LAYERNORM_WRONG_SHAPE), ref, device="cpu", allow=LIB,
+                 settings=Settings(early_exit=False, budget_ms=20.0, warmup_ms=5.0, loop_ms=10.0))
+    assert report.verdict is Verdict.REJECT
+    assert {CheckId.PARAMETERS, CheckId.PRECISION} <= failed(report), [f.summary for f in report.failed]
+    params = report.finding(CheckId.PARAMETERS)
+    assert "(4, 6, 6)" in params.summary and "(4,)" in params.summary
+    assert {"name": "ln.weight", "shape": [4, 6, 6]} in params.evidence["missing"]
+    # waiving the finding leaves the wrong output: the fresh weights decide
+    waived = vet(write(tmp_path, "wrong2.py", LAYERNORM_WRONG_SHAPE), ref, device="cpu",
+                 allow=LIB + (CheckId.PARAMETERS,), settings=QUICK)
+    assert CheckId.PRECISION in failed(waived)
+
+
+def test_the_reference_as_candidate_gets_the_fresh_weights(tmp_path):
+    ref = write(tmp_path, "ln.py", LAYERNORM)
+    report = vet(write(tmp_path, "same.py", as_candidate(LAYERNORM)), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert report.finding(CheckId.PARAMETERS).status is Status.PASS
+
+
+def test_an_honest_candidate_that_transposes_its_weights_through_the_hook_passes(tmp_path):
+    ref = write(tmp_path, "lin.py", LINEAR)
+    report = vet(write(tmp_path, "t.py", LINEAR_TRANSPOSED), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert report.finding(CheckId.PARAMETERS).evidence["hook"] is True
+
+
+def test_the_same_candidate_without_its_hook_is_rejected(tmp_path):
+    ref = write(tmp_path, "lin.py", LINEAR)
+    text = LINEAR_TRANSPOSED.replace("def load_reference_state", "def _unused")
+    report = vet(write(tmp_path, "nohook.py", text), ref, device="cpu", allow=LIB,
+                 settings=Settings(early_exit=False, budget_ms=20.0, warmup_ms=5.0, loop_ms=10.0))
+    assert {CheckId.PARAMETERS, CheckId.PRECISION} <= failed(report)
+    assert "(24, 32)" in report.finding(CheckId.PARAMETERS).summary
+
+
+def test_an_honest_candidate_with_renamed_weights_of_the_same_shapes_passes(tmp_path):
+    ref = write(tmp_path, "lin.py", LINEAR)
+    report = vet(write(tmp_path, "r.py", LINEAR_RENAMED), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+
+
+def test_redraw_keeps_the_scale_and_leaves_masks():
+    from kernelvet import weights
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 64)
+            self.ln = torch.nn.LayerNorm(64)
+            self.register_buffer("mask", torch.tril(torch.ones(8, 8)))
+
+    torch.manual_seed(0)
+    m = M()
+    w0, mask0 = m.fc.weight.detach().clone(), m.mask.clone()
+    drawn = dict((n, t) for n, t, _ in weights.redraw(m, 123))
+    assert "mask" not in drawn and torch.equal(m.mask, mask0)
+    assert not torch.equal(m.fc.weight, w0)
+    assert abs(m.fc.weight.std().item() / w0.std().item() - 1) < 0.1
+    assert (m.ln.weight > 0.4).all() and (m.ln.weight < 1.6).all() and m.ln.weight.std() > 0.1
+    assert m.ln.bias.abs().max() > 0
+    torch.manual_seed(0)
+    again = M()
+    weights.redraw(again, 123)
+    assert torch.equal(again.fc.weight, m.fc.weight)   # one seed, one set of weights

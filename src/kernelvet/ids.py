@@ -19,6 +19,7 @@ class CheckId(str, enum.Enum):
     INPUTS_UNCHANGED = "inputs-unchanged"
     GLOBAL_STATE = "global-state"
     KERNEL_AUDIT = "kernel-audit"
+    PARAMETERS = "parameters"
     WORKER = "worker"
 
     def __str__(self) -> str:  # so f-strings and JSON show "streams", not "CheckId.STREAMS"

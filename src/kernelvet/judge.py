@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from . import checks, codec, devices, metrics, sizes, spares, spawn
+from . import checks, codec, devices, metrics, sizes, spares, spawn, weights
 from .checks.kernel_audit import defined_kernels
 from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
 from .checks import caching, streams
@@ -182,13 +182,16 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     values = None
     shared = reference.get(dev) if reference is not None else None   # made by an earlier vet of this problem
     try:
+        model = prob.build_model(init, weight_seed) if shared is None else shared.model
+        # Weights are secret inputs: fresh values from the secret seed, the same for the reference
+        # in the worker, the judge's float64 references and the candidate (weights.py); a shared
+        # reference's were drawn once, by its first vet, under the same seed.
+        state = weights.redraw(model, _derived_seed(secret, "weights")) if shared is None else shared.weights
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
         body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
                                  {"word": 0, "width": 1, "malloc_byte": 0}, False,
-                                 dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg)
+                                 dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg, state)
         w.send_only("load", body, blobs)
-
-        model = prob.build_model(init, weight_seed) if shared is None else shared.model
         # Input sets are drawn a few ahead of use, on a thread (see draws.py), and their float64
         # references made when first used (each set from its own seed, so the order does not
         # matter): a candidate rejected by the checked calls never costs the later sets.
@@ -215,7 +218,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         if first_ref is not None:
             refs64[_WARMUP] = first_ref
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
-            shared = SharedReference(model, values, flops, judged_on, refs64)
+            shared = SharedReference(model, values, flops, judged_on, refs64, state)
             reference.put(dev, shared)
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = PerVet(shared.values, Draws(draw, own_keys), own_keys)
@@ -264,6 +267,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         ev.extra["problem_size"] = dataclasses.asdict(size)
         ev.extra["message_limit"] = w.max_blob_bytes
         ev.extra["error_floor"] = floor
+        ev.extra["reference_weights"] = [[name, list(t.shape), is_param] for name, t, is_param in state]
+        ev.extra["weights_state"] = state
 
         t0 = time.monotonic()
         w.deadline = time.monotonic() + timeout
@@ -383,12 +388,21 @@ def _decode_output(msg) -> torch.Tensor | None:
     return codec.from_blob(msg.tensors[0]) if msg.tensors else None
 
 
-def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, output_arg=None):
+def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, output_arg=None,
+               state=()):
     layout, blobs = _encode_set(init)
     body = {"target": target, "device": str(dev), "weight_seed": weight_seed, "init": layout,
             "poison": poison, "paint": paint, "settle_s": settings.settle_s, "out_nbytes": out_nbytes,
             "output_arg": output_arg}
+    if state:   # the fresh weights, as (name, blob index) after the init tensors
+        body["state"] = [{"name": name, "t": len(blobs) + i} for i, (name, _t, _p) in enumerate(state)]
+        blobs = blobs + [codec.to_blob(t) for _n, t, _p in state]
     return body, blobs
+
+
+def _derived_seed(secret: int, what: str) -> int:
+    """A seed for `what`, from the secret, independent of the draws that key the input sets."""
+    return int.from_bytes(hashlib.sha256(f"{what}:{secret}".encode()).digest()[:8], "little") >> 1
 
 
 class _Lazy(dict):
@@ -522,8 +536,9 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         t0 = time.monotonic()
         body, blobs = _load_body({"kind": "candidate", "path": os.path.abspath(candidate), "entry": entry},
                                  ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in on, settings,
-                                 out_nbytes, ev.output_arg)
-        record("import", None, w.request("load", body, blobs))
+                                 out_nbytes, ev.output_arg, ev.extra.pop("weights_state", ()))
+        loaded = record("import", None, w.request("load", body, blobs))
+        ev.extra["candidate_weights"] = loaded.body.get("parameters")
         phases["import"] = time.monotonic() - t0
         ev.reached.add("load")
         upload(_WARMUP, *fresh)

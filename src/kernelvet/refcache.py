@@ -33,6 +33,7 @@ class SharedReference:
     flops: float | None
     judged_on: Any      # torch.device where the checks compare
     refs64: Any         # float64 references by input-set key, made on first use
+    weights: Any = ()   # the fresh weights the model holds, as weights.redraw returned them
 
 
 class ReferenceCache:

@@ -25,7 +25,7 @@ from . import sandbox as sandboxing
 
 _REPLY_FIELDS = {
     "hello": {"pid", "ppid", "torch", "python"},
-    "loaded": {"import_s", "build_s"},
+    "loaded": {"import_s", "build_s", "parameters"},
     "ok": {"same_pointers"},
     "output": {"wall_s", "call_index", "py_threads_new", "native_threads", "children_new", "type",
                "exact_tensor", "aten_ops", "storage_ptr", "device", "changed_after_return", "inputs_changed",

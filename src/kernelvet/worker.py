@@ -23,7 +23,7 @@ import traceback
 import torch
 import torch.autograd.profiler
 
-from . import codec, devices, protocol, warm
+from . import codec, devices, protocol, warm, weights
 from .dispatch_modes import defer_dynamo
 from .metrics import INT_OF_WIDTH
 from .problem import dropout_off, load_reference_module
@@ -31,7 +31,7 @@ from .problem import dropout_off, load_reference_module
 # Requests the judge may send, and the body fields each may carry.
 REQUESTS = {
     "load": frozenset({"target", "device", "weight_seed", "init", "poison", "paint", "settle_s",
-                       "out_nbytes", "output_arg"}),
+                       "out_nbytes", "output_arg", "state"}),
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
     "call": frozenset({"set", "trace", "deep_paint"}),
@@ -274,8 +274,12 @@ class Worker:
             self.fn = self._run_candidate("constructing the model", build)
         else:
             self.fn = entry
+        # The judge's fresh weights (secret inputs, see weights.py), before any call
+        state = [(str(item["name"]), codec.from_blob(msg.tensors[int(item["t"])])) for item in b.get("state") or []]
+        handed = self._run_candidate(f"loading the reference's weights ({weights.HOOK} or by name and shape)",
+                                     weights.hand_over, self.fn, state, target["kind"] != "candidate")
         self._sync()
-        return "loaded", {"import_s": t1 - t0, "build_s": self.bound.pc() - t1}, []
+        return "loaded", {"import_s": t1 - t0, "build_s": self.bound.pc() - t1, "parameters": handed}, []
 
     def _start_device(self, flush_bytes: int) -> None:
         """CUDA context, flush buffer and probe stream: now, not inside the candidate's first call."""

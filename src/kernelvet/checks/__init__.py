@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ids import ALL_CHECKS, CheckId
 from ..report import Finding, Status
 from . import (caching, determinism, global_state, identity, inputs_unchanged, kernel_audit, library_call,
-               output_type, precision, streams, threads, timers, unwritten_output, worker)
+               output_type, parameters, precision, streams, threads, timers, unwritten_output, worker)
 
 REGISTRY = {
     CheckId.STREAMS: streams.evaluate,
@@ -24,6 +24,7 @@ REGISTRY = {
     CheckId.INPUTS_UNCHANGED: inputs_unchanged.evaluate,
     CheckId.GLOBAL_STATE: global_state.evaluate,
     CheckId.KERNEL_AUDIT: kernel_audit.evaluate,
+    CheckId.PARAMETERS: parameters.evaluate,
     CheckId.WORKER: worker.evaluate,
 }
 assert set(REGISTRY) == set(ALL_CHECKS)

@@ -300,9 +300,15 @@ def row_ok(kind: str, verdict: str, naive: dict | None) -> bool:
     return verdict == "pass" and bool(naive and naive.get("believed"))
 
 
+# Checks no cheat can meet alone: `worker` cannot be waived; `parameters` explains a wrong output
+# (a weight with no counterpart keeps the candidate's own values, never the judge's fresh ones),
+# which precision also rejects.
+NOT_SOLE = frozenset({CheckId.WORKER, CheckId.PARAMETERS})
+
+
 def sole_checks_expected(device: str) -> set[str]:
     """Checks that must each be some cheat's sole catcher on `device` (no streams or kernel trace on the host)."""
-    expected = {str(c) for c in ALL_CHECKS} - {str(CheckId.WORKER)}
+    expected = {str(c) for c in ALL_CHECKS} - {str(c) for c in NOT_SOLE}
     if device == "cpu":
         expected -= {str(CheckId.STREAMS), str(CheckId.KERNEL_AUDIT)}
     return expected
