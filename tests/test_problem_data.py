@@ -308,3 +308,42 @@ def test_redraw_keeps_the_scale_and_leaves_masks():
     again = M()
     weights.redraw(again, 123)
     assert torch.equal(again.fc.weight, m.fc.weight)   # one seed, one set of weights
+
+
+# -- outputs of any structure ----------------------------------------------------------------
+
+MAX_WITH_INDICES = problem("v, i = torch.max(xs[0], dim=1)\n        return v, i", "return [torch.randn(16, 32)]")
+TWO_OUTPUTS = problem("return [xs[0] * 2, (xs[0].sum(dim=1), xs[0].mean())]", "return [torch.randn(16, 32)]")
+NUMBER = problem("return float(xs[0].double().sum())", "return [torch.randn(16, 32)]")
+
+
+@pytest.mark.parametrize("text", [MAX_WITH_INDICES, TWO_OUTPUTS, NUMBER], ids=["values-indices", "nested", "number"])
+def test_structured_outputs_pass_as_the_reference(tmp_path, text):
+    ref = write(tmp_path, "ref.py", text)
+    report = vet(write(tmp_path, "honest.py", as_candidate(text)), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+
+
+@pytest.mark.parametrize("text,wrong", [
+    (MAX_WITH_INDICES, "v, i = torch.max(xs[0], dim=1)\n        return i, v"),                 # swapped
+    (TWO_OUTPUTS, "return [xs[0] * 2, (xs[0].sum(dim=1), xs[0].mean() + 1)]"),               # one leaf off
+    (NUMBER, "return float(xs[0].double().sum()) + 0.5"),
+], ids=["swapped", "one-leaf", "number"])
+def test_a_wrong_leaf_of_a_structure_is_rejected(tmp_path, text, wrong):
+    ref = write(tmp_path, "ref.py", text)
+    report = vet(write(tmp_path, "wrong.py", as_candidate(text, wrong)), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.REJECT
+    assert failed(report) & {CheckId.PRECISION, CheckId.OUTPUT_TYPE}, [f.summary for f in report.failed]
+
+
+def test_pack():
+    from kernelvet.outputs import pack
+    t = torch.randn(3)
+    assert pack(t) is t
+    assert pack(2).dtype == torch.int64 and pack(True).dtype == torch.bool and pack(1.5).dtype == torch.float32
+    assert pack(1.5, torch.float64).dtype == torch.float64
+    both = pack((torch.ones(2), torch.tensor([3, 4])))
+    assert both.dtype == torch.float32 and both.tolist() == [1.0, 1.0, 3.0, 4.0]
+    assert pack([torch.tensor([1, 2]), [torch.tensor([3])]]).tolist() == [1, 2, 3]
+    odd = (torch.ones(2), {"a": 1})
+    assert pack(odd) is odd   # not a structure of tensors and numbers: left for the checks to see

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import metrics, problems
+from . import metrics, outputs, problems
 from .errors import ProblemError, UsageError
 from .formats import kernelbench
 from .protocol import DTYPE_SIZES
@@ -138,14 +138,14 @@ def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> t
     args = [_to64(x, device) for x in inputs]
     try:
         with torch.no_grad():
-            out = m64(*args)
+            out = outputs.pack(m64(*args), torch.float64)
     except Exception as exc:  # noqa: BLE001 - the problem's own failure, reported against its file
         at = kernelbench.at(where, kernelbench.user_line(exc, where))
         raise ProblemError(f"{at}: the reference Model.forward failed on its own inputs: "
                            f"{type(exc).__name__}: {exc}") from None
     if not isinstance(out, torch.Tensor):
         raise UsageError(f"{where}: the reference Model.forward returned {kernelbench.a_kind(out)}; "
-                         "expected a single tensor")
+                         "expected a tensor, a number, or a tuple or list of those")
     if out.dtype not in _TRAVELS:
         raise UsageError(f"{where}: the reference Model.forward returned a {str(out.dtype).removeprefix('torch.')} "
                          f"tensor; supported dtypes: {', '.join(DTYPE_SIZES)}")
