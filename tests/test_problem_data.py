@@ -347,3 +347,44 @@ def test_pack():
     assert pack([torch.tensor([1, 2]), [torch.tensor([3])]]).tolist() == [1, 2, 3]
     odd = (torch.ones(2), {"a": 1})
     assert pack(odd) is odd   # not a structure of tensors and numbers: left for the checks to see
+
+
+# -- argmax/argmin ties: any index of the extreme --------------------------------------------
+
+TIED = problem("return torch.argmax(xs[0], dim=1)", "return [torch.randint(0, 3, (8, 64, 16)).float()]")
+TIED_MIN = problem("return torch.argmin(xs[0].flatten(1), dim=1, keepdim=True)",
+                   "return [torch.randint(0, 3, (8, 64, 16)).float()]")
+# the last index of the extreme, where torch picks the first
+LAST = "n = xs[0].shape[1]\n        return n - 1 - torch.argmax(xs[0].flip(1), dim=1)"
+LAST_MIN = ("v = xs[0].flatten(1)\n        n = v.shape[1]\n"
+            "        return n - 1 - torch.argmin(v.flip(1), dim=1, keepdim=True)")
+
+
+def test_argmax_ties_accept_any_index_of_the_maximum(tmp_path):
+    ref = write(tmp_path, "tied.py", TIED)
+    report = vet(write(tmp_path, "last.py", as_candidate(TIED, LAST)), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    ref_min = write(tmp_path, "tied_min.py", TIED_MIN)
+    report = vet(write(tmp_path, "last_min.py", as_candidate(TIED_MIN, LAST_MIN)), ref_min, device="cpu", allow=LIB,
+                 settings=QUICK)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+
+
+def test_an_index_that_is_not_of_the_maximum_is_rejected(tmp_path):
+    ref = write(tmp_path, "tied.py", TIED)
+    wrong = as_candidate(TIED, "return torch.argmin(xs[0], dim=1)")
+    report = vet(write(tmp_path, "min.py", wrong), ref, device="cpu", allow=LIB, settings=QUICK)
+    assert CheckId.PRECISION in failed(report)
+
+
+def test_index_mismatches_counts_only_non_extremes():
+    from kernelvet import index_ties
+    x = torch.tensor([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]], dtype=torch.float64)
+    rec = index_ties.Recorder()
+    with rec:
+        ref = torch.argmax(x, dim=1)
+    ties = rec.ties_of(ref)
+    assert ties is not None and ties.dim == 1
+    assert index_ties.mismatches(torch.tensor([2, 2]), ref, ties) == 0
+    assert index_ties.mismatches(torch.tensor([0, 1]), ref, ties) == 2
+    assert index_ties.mismatches(torch.tensor([7, -1]), ref, ties) == 2   # out of range is never right

@@ -35,7 +35,12 @@ def rel_error(out: torch.Tensor, ref64: torch.Tensor, floor: float = 0.0) -> flo
             return math.inf
         if out.is_floating_point():   # a float where an index or a flag belongs is never exact
             return 1.0
-        differ = torch.ne(out.to(ref64.device, ref64.dtype), ref64).sum().item()
+        ties = getattr(ref64, "index_ties", None)   # an argmax/argmin: any index of the extreme (index_ties.py)
+        if ties is not None:
+            from .index_ties import mismatches
+            differ = mismatches(out, ref64, ties)
+        else:
+            differ = torch.ne(out.to(ref64.device, ref64.dtype), ref64).sum().item()
         return differ / max(ref64.numel(), 1)
     o = out.to(ref64.device, torch.float64)
     if not torch.isfinite(o).all() and torch.isfinite(ref64).all():

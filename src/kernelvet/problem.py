@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import metrics, outputs, problems
+from . import index_ties, metrics, outputs, problems
 from .errors import ProblemError, UsageError
 from .formats import kernelbench
 from .protocol import DTYPE_SIZES
@@ -136,8 +136,9 @@ def reference64(model: torch.nn.Module, inputs: list, device: str) -> torch.Tens
 
 def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> torch.Tensor:
     args = [_to64(x, device) for x in inputs]
+    rec = index_ties.Recorder()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), rec:
             out = outputs.pack(m64(*args), torch.float64)
     except Exception as exc:  # noqa: BLE001 - the problem's own failure, reported against its file
         at = kernelbench.at(where, kernelbench.user_line(exc, where))
@@ -149,7 +150,11 @@ def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> t
     if out.dtype not in _TRAVELS:
         raise UsageError(f"{where}: the reference Model.forward returned a {str(out.dtype).removeprefix('torch.')} "
                          f"tensor; supported dtypes: {', '.join(DTYPE_SIZES)}")
-    return out.detach()
+    out = out.detach()
+    ties = rec.ties_of(out) if isinstance(out, torch.Tensor) else None
+    if ties is not None:   # an argmax/argmin output: metrics.rel_error accepts any index of the extreme
+        out.index_ties = ties
+    return out
 
 
 def _check_signature(m64: torch.nn.Module, inputs: list, where: str) -> None:
