@@ -388,3 +388,15 @@ def test_index_mismatches_counts_only_non_extremes():
     assert index_ties.mismatches(torch.tensor([2, 2]), ref, ties) == 0
     assert index_ties.mismatches(torch.tensor([0, 1]), ref, ties) == 2
     assert index_ties.mismatches(torch.tensor([7, -1]), ref, ties) == 2   # out of range is never right
+
+
+def test_a_problem_too_large_for_the_workers_memory_is_refused_before_it_runs(tmp_path):
+    from kernelvet import spawn
+    text = problem("return xs[0] * 2", "return [torch.randn(2048, 4096)]")   # 32 MiB a set
+    ref = write(tmp_path, "big.py", text)
+    launcher = spawn.Launcher(mem_limit=256 << 20)
+    try:
+        with pytest.raises(UsageError, match=r"needs about .* of device memory .*one input set 32\.0 MiB.*memory limit of 256\.0 MiB"):
+            vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", settings=QUICK, launcher=launcher)
+    finally:
+        launcher.close()

@@ -435,7 +435,11 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
     that cannot fit the device (`size`) is refused before any of it runs there."""
     prepared = _prepared(w, dev, settings.flush_factor)
     if size is not None:
-        too_big = sizes.fits(size, prepared["device_info"].get("memory_bytes"))
+        # a CUDA device's memory; on the CPU, the data memory the worker is limited to
+        limit = ((getattr(w, "containment", None) or {}).get("limits") or {}).get("mem_bytes")
+        memory = prepared["device_info"].get("memory_bytes")
+        too_big = (sizes.fits(size, memory) if memory else
+                   sizes.fits(size, limit, "the worker's memory limit of"))
         if too_big:
             raise UsageError(f"{name}: {too_big}")
     try:

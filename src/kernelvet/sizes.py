@@ -79,7 +79,7 @@ def _leaves(out) -> list[torch.Tensor]:
     return []
 
 
-def fits(size: ProblemSize, memory_bytes: int | None) -> str | None:
+def fits(size: ProblemSize, memory_bytes: int | None, what: str = "the device's") -> str | None:
     """None if a problem of `size` fits a device of `memory_bytes`, else why not, in one line."""
     if not memory_bytes:
         return None
@@ -87,7 +87,7 @@ def fits(size: ProblemSize, memory_bytes: int | None) -> str | None:
     if need <= memory_bytes:
         return None
     return (f"the problem needs about {_gib(need)} of device memory ({SETS_HELD} input sets and "
-            f"{OUTPUTS_HELD} outputs held at once; {size.describe()}), more than the device's {_gib(memory_bytes)}")
+            f"{OUTPUTS_HELD} outputs held at once; {size.describe()}), more than {what} {_gib(memory_bytes)}")
 
 
 def largest_fitting_set(memory_bytes: int, output_to_input: float = 1.0) -> int:
