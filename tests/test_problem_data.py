@@ -400,3 +400,12 @@ def test_a_problem_too_large_for_the_workers_memory_is_refused_before_it_runs(tm
             vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", settings=QUICK, launcher=launcher)
     finally:
         launcher.close()
+
+
+def test_a_problem_whose_own_reference_outlasts_the_timeout_says_so(tmp_path):
+    # slow only in float64, where the judge computes its references
+    text = problem("if xs[0].dtype == torch.float64:\n            time.sleep(30)\n        return xs[0] * 2",
+                   "return [torch.randn(16, 16)]", head="import time")
+    ref = write(tmp_path, "slow.py", text)
+    with pytest.raises(UsageError, match="the problem itself ran out of time: .* took longer than the --timeout of 2 s"):
+        vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", settings=QUICK, timeout=2.0)

@@ -26,6 +26,7 @@ import random
 import re
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -199,8 +200,9 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
             (lambda k: locked_draw(prob, key_seeds[k]))
         values = Draws(draw, [k for k in keys if k not in own_keys]) if shared is None else shared.values
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
-        flops = prob.flops if prob.flops is not None else (
-            _count_flops(model, values[fresh[0]]) if shared is None else shared.flops)
+        flops = prob.flops if prob.flops is not None else (_within(
+            t_start + timeout, timeout, prob.path or prob.name, "counting its FLOPs (one float64 call)",
+            lambda: _count_flops(model, values[fresh[0]])) if shared is None else shared.flops)
         # Where the checks compare (`_judged_on`): the host for small problems in a judge without
         # CUDA, else the device, where the arithmetic over large outputs costs milliseconds.
         judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP]) if shared is None \
@@ -223,8 +225,9 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = PerVet(shared.values, Draws(draw, own_keys), own_keys)
             refs64 = PerVet(shared.refs64, _Lazy(reference_of), own_keys)
-        for k in (_WARMUP, *fresh):   # now, while the worker starts
-            refs64[k]
+        # now, while the worker starts; within --timeout, as everything the judge does for a vet
+        _within(t_start + timeout, timeout, prob.path or prob.name, "its float64 references",
+                lambda: [refs64[k] for k in (_WARMUP, *fresh)])
         bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
                                                                                        refs64[fresh[0]])
         phases["problem"] = time.monotonic() - t_start
@@ -235,7 +238,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         w.max_blob_bytes = size.message_limit(len(fresh) + len(unseen) + 1)
 
         t0 = time.monotonic()
-        ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name, size, floor)
+        ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name, size, floor,
+                                 max(timeout, 120.0))
         phases["reference"] = time.monotonic() - t0
         phases["worker-device-start"] = ref_run["spare_start_s"]   # a spare's: off this vet's clock, unless waited for
         info = ref_run["device_info"]
@@ -429,7 +433,7 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
 
 
 def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
-                   size: "sizes.ProblemSize | None" = None, floor: float = 0.0) -> dict:
+                   size: "sizes.ProblemSize | None" = None, floor: float = 0.0, timeout: float = 0.0) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing,
     its ops; and the worker's description of the device, from its `prepared` answer. A problem
     that cannot fit the device (`size`) is refused before any of it runs there."""
@@ -451,6 +455,8 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         traced = w.request("call", {"set": fresh[1], "trace": True})
         timed = w.request("time", _time_body(fresh, settings, null_reps=0))
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
+        if isinstance(exc, spawn.WorkerEnded) and "timed out" in str(exc):
+            raise _problem_timed_out(name, timeout, exc) from None
         if size is not None and isinstance(exc, spawn.CandidateRaised) and _says_out_of_memory(exc.error):
             raise UsageError(f"{name}: the reference ran out of memory on {dev} ({size.describe()}); "
                              "the problem is too large for this device") from None
@@ -466,6 +472,36 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
             **prepared}
+
+
+def _within(deadline: float, timeout: float, name: str, what: str, work):
+    """Run the judge's own `work` (the problem's, not the candidate's) by `deadline`, or say in
+    one line that the problem ran out of time. The work cannot be stopped midway (one torch op can
+    take minutes); it runs on a thread that is left to finish, its result unused."""
+    failed: list[BaseException] = []
+    result: list = []
+
+    def run():
+        try:
+            result.append(work())
+        except BaseException as exc:  # noqa: BLE001 - raised again on the judge's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="kernelvet-problem", daemon=True)
+    thread.start()
+    thread.join(max(deadline - time.monotonic(), 0.0))
+    if thread.is_alive():
+        raise UsageError(f"{name}: the problem itself ran out of time: {what} took longer than the "
+                         f"--timeout of {timeout:g} s (not the candidate's doing; raise --timeout or shrink the problem)")
+    if failed:
+        raise failed[0]
+    return result[0]
+
+
+def _problem_timed_out(name: str, timeout: float, exc) -> UsageError:
+    return UsageError(f"{name}: the problem itself ran out of time: the reference implementation took longer "
+                      f"than its budget in the worker ({exc}; --timeout {timeout:g} s); raise --timeout or "
+                      "shrink the problem")
 
 
 def _says_out_of_memory(error: str) -> bool:
