@@ -24,7 +24,7 @@ import torch
 import torch.autograd.profiler
 
 from . import codec, devices, outputs, protocol, warm, weights
-from .dispatch_modes import defer_dynamo
+from .dispatch_modes import defer_dynamo, settle
 from .metrics import INT_OF_WIDTH
 from .problem import dropout_off, load_reference_module
 
@@ -397,6 +397,8 @@ class Worker:
         py_before = {t.ident for t in self.bound.enumerate()}
         native_before, kids_before = _native_threads(), _children()
         trace = _AtenTrace() if msg.body.get("trace") else None
+        if trace:
+            settle(_AtenTrace)   # a compiling candidate must not trace the trace (dispatch_modes)
         t0 = self.bound.pc()
         if trace:
             with trace:

@@ -144,6 +144,7 @@ CORPUS: tuple[Entry, ...] = (
     _honest("triton_softmax", "softmax", ("cuda",)),
     _honest("synced_side_stream", "matmul", ("cuda",)),
     _honest("cuda_tiled_gemm", "matmul", ("cuda",)),
+    _honest("compiled_elementwise", "relu.py", BOTH),
 )
 
 
