@@ -29,7 +29,7 @@ _REPLY_FIELDS = {
     "ok": {"same_pointers"},
     "output": {"wall_s", "call_index", "py_threads_new", "native_threads", "children_new", "type",
                "exact_tensor", "aten_ops", "storage_ptr", "device", "changed_after_return", "inputs_changed",
-               "py_threads_after_settle", "guard_overrun"},
+               "py_threads_after_settle", "guard_overrun", "after_return"},
     "probed": {"conclusive", "sleep_ms", "early_fraction", "compared", "why"},
     "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_pairs", "mismatches", "non_tensor",
               "first_sets", "overruns", "warmup_calls", "synced_ms", "lead_ms"},

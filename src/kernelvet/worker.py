@@ -23,7 +23,7 @@ import traceback
 import torch
 import torch.autograd.profiler
 
-from . import codec, devices, outputs, protocol, warm, weights
+from . import after_return, codec, devices, outputs, protocol, warm, weights
 from .dispatch_modes import defer_dynamo, settle
 from .metrics import INT_OF_WIDTH
 from .problem import dropout_off, load_reference_module
@@ -199,6 +199,7 @@ class Worker:
         self.probe_stream = None
         self.clock_khz = 1_500_000
         self.loop_out = None   # the last judge-clocked loop's output, until the judge fetches it
+        self.harness_threads = {t.ident for t in self.bound.enumerate()}   # none of them the candidate's
 
     # -- plumbing -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -423,8 +424,10 @@ class Worker:
             ev["device"] = str(out.device)
             snap = self.bound.clone(out)
             self._sync()
+            window = after_return.open_window(self._candidate_threads(), self._device_allocs())
             self.bound.sleep(self.settle_s)
             self._sync()
+            ev["after_return"] = after_return.close_window(window, self._candidate_threads(), self._device_allocs())
             ev["changed_after_return"] = not _same_bits(self.bound, snap, out)
             result = out
         else:
@@ -436,6 +439,16 @@ class Worker:
         ev["py_threads_after_settle"] = len({t.ident for t in self.bound.enumerate()} - py_before)
         blob = codec.to_blob(result)
         return "output", ev, [blob]
+
+    def _candidate_threads(self) -> set[int]:
+        """Native ids of the Python threads alive now that the harness did not start."""
+        return {t.native_id for t in self.bound.enumerate() if t.ident not in self.harness_threads and t.native_id}
+
+    def _device_allocs(self) -> int | None:
+        """Allocations the caching allocator has made so far (CUDA), for work done while nobody called."""
+        if self.device.type != "cuda":
+            return None
+        return int(_memory_stats(self.device).get("allocation.all.allocated", 0))
 
     def _paint(self, deep: bool) -> None:
         """Make memory the allocator will hand out hold poison, so `torch.empty` returns it.
@@ -829,6 +842,9 @@ class _Reps:
         t0 = bound.pc()
         bound.cuda_sync()
         return (bound.pc() - t0) * 1e3
+
+
+_memory_stats = torch.cuda.memory_stats   # bound before any candidate exists
 
 
 def _null_call(*args):

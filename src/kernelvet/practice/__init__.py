@@ -145,6 +145,7 @@ CORPUS: tuple[Entry, ...] = (
     _honest("synced_side_stream", "matmul", ("cuda",)),
     _honest("cuda_tiled_gemm", "matmul", ("cuda",)),
     _honest("compiled_elementwise", "relu.py", BOTH),
+    _honest("persistent_pool", "matmul", BOTH),
 )
 
 

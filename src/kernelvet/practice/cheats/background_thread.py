@@ -2,8 +2,8 @@
 
 Mechanism: allocate the output, start a thread that fills it, return the empty tensor at once.
 Why a naive bench believes it: its clock stops at return, and if its correctness check is slow
-enough the thread has finished by then. Which check kills it: `threads` sees a Python thread
-still alive after the call returned, and an output that changed after return.
+enough the thread has finished by then. Which check kills it: `threads` sees the thread working
+after the call returned, and an output that changed after return.
 """
 
 import threading

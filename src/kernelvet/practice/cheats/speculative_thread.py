@@ -4,8 +4,9 @@ Mechanism: each call returns a correct, complete answer, and leaves a thread run
 the answer again for the same inputs, so that a repeat call (a bench that times the same inputs
 every rep) is served instantly. The work of the next call happens while nobody's clock runs.
 Why a naive bench believes it: every output it checks is right, and its reps are fast.
-Which check kills it: `threads`: a Python thread started by the call is still alive after it
-returned. Nothing else sees it: the outputs are right and complete at return.
+Which check kills it: `threads`: the thread started by the call works after it returned (CPU
+time while the caller sleeps, or device allocations on CUDA). Nothing else in the call sees it:
+the outputs are right and complete at return.
 """
 
 import threading

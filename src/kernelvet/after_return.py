@@ -1,0 +1,79 @@
+"""What a call's threads did after it returned (the worker's observation for `threads`).
+
+A live thread is not work: a lazily created pool whose futures were all joined sits blocked on its
+queue, using no CPU. Work after return is what such a thread does while nobody's clock runs: CPU
+time between return and the end of the settle, a thread still runnable when the settle ends, or
+device memory allocated (kernels producing tensors) by anyone while the caller was asleep.
+
+CPU time comes from the kernel's per-thread accounting (`/proc/self/task/*/schedstat`, ns); a
+thread that ended during the settle can no longer be read, so its share is what the process clock
+(which keeps the time of ended threads) counted beyond the threads still alive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+_process_ns = time.process_time_ns   # bound when the worker starts, before any candidate exists
+_TICK_NS = 1e9 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def thread_cpu_ns() -> dict[int, int]:
+    """CPU time of every thread of this process, by native id."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as fh:
+                out[int(tid)] = int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            try:   # no schedstat in this kernel: utime + stime, in clock ticks
+                with open(f"/proc/self/task/{tid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                out[int(tid)] = int((int(fields[11]) + int(fields[12])) * _TICK_NS)
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def runnable(tid: int) -> bool:
+    """The thread is running or waiting for a core (state R), not blocked."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    watched: frozenset[int]      # native ids of the candidate's Python threads alive at return
+    process_ns: int
+    threads_ns: dict
+    device_allocs: int | None
+
+
+def open_window(watched, device_allocs: int | None) -> Window:
+    return Window(frozenset(watched), _process_ns(), thread_cpu_ns(), device_allocs)
+
+
+def close_window(win: Window, watched_now, device_allocs: int | None) -> dict:
+    """The evidence: how many threads were watched, how many ended or still run, their CPU ms
+    after return, and device allocations in the window (None where the device keeps no count)."""
+    process = _process_ns() - win.process_ns
+    now = thread_cpu_ns()
+    watched = (win.watched | frozenset(watched_now))
+    own = sum(ns - win.threads_ns.get(tid, 0) for tid, ns in now.items() if tid in watched)
+    others = sum(ns - win.threads_ns.get(tid, 0) for tid, ns in now.items() if tid not in watched)
+    ended = [tid for tid in win.watched if tid not in now]
+    gone = max(process - own - others, 0) if ended else 0
+    return {"threads": len(watched), "ended": len(ended),
+            "running": sum(1 for tid in watched if tid in now and runnable(tid)),
+            "cpu_ms": round((own + gone) / 1e6, 4),
+            "device_allocs": None if device_allocs is None or win.device_allocs is None
+            else device_allocs - win.device_allocs}
