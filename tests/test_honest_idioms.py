@@ -42,3 +42,31 @@ def test_threads_still_fails_a_changed_output_and_a_child_process():
     child = _call(IDLE_POOL, children_new=[4242])
     for c in (changed, child):
         assert REGISTRY[CheckId.THREADS](_ev("cpu", calls=[c])).status is Status.FAIL
+
+
+@pytest.mark.parametrize("key, old, new, want", [
+    ("cudnn.benchmark", "False", "True", Status.PASS),
+    ("allow_tf32 (cudnn)", "True", "False", Status.PASS),          # raises precision
+    ("allow_tf32 (cuda.matmul)", "False", "True", Status.FAIL),    # TF32 for float32 matmuls
+    ("bf16 reduced-precision reduction", "False", "True", Status.FAIL),
+    ("float32_matmul_precision", "highest", "high", Status.FAIL),
+    ("float32_matmul_precision", "high", "highest", Status.PASS),
+    ("default_dtype", "torch.float32", "torch.float16", Status.FAIL),
+    ("deterministic_algorithms", "False", "True", Status.PASS),
+    ("dispatch aten::equal", "ab12", "cd34", Status.FAIL),          # the harness's own comparisons
+    ("torch_dispatch_mode_stack", "0", "1", Status.FAIL),
+])
+def test_global_state_counts_only_what_can_lower_precision_or_touch_the_harness(key, old, new, want):
+    f = REGISTRY[CheckId.GLOBAL_STATE](_ev("cpu", integrity=[("load", {"changed": {key: [old, new]}})]))
+    assert f.status is want, f.summary
+    if want is Status.PASS:
+        assert key in f.evidence["harmless"]
+
+
+def test_global_state_a_harmless_flag_does_not_hide_a_later_harmful_one():
+    integrity = [("load", {"changed": {"cudnn.benchmark": ["False", "True"]}}),
+                 ("fresh", {"changed": {"cudnn.benchmark": ["False", "True"],
+                                        "allow_tf32 (cuda.matmul)": ["False", "True"]}})]
+    f = REGISTRY[CheckId.GLOBAL_STATE](_ev("cpu", integrity=integrity))
+    assert f.status is Status.FAIL and f.evidence["phase"] == "fresh"
+    assert list(f.evidence["changed"]) == ["allow_tf32 (cuda.matmul)"]

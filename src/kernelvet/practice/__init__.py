@@ -146,6 +146,7 @@ CORPUS: tuple[Entry, ...] = (
     _honest("cuda_tiled_gemm", "matmul", ("cuda",)),
     _honest("compiled_elementwise", "relu.py", BOTH),
     _honest("persistent_pool", "matmul", BOTH),
+    _honest("backend_flags", "matmul", BOTH),
 )
 
 
