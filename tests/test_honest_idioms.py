@@ -70,3 +70,35 @@ def test_global_state_a_harmless_flag_does_not_hide_a_later_harmful_one():
     f = REGISTRY[CheckId.GLOBAL_STATE](_ev("cpu", integrity=integrity))
     assert f.status is Status.FAIL and f.evidence["phase"] == "fresh"
     assert list(f.evidence["changed"]) == ["allow_tf32 (cuda.matmul)"]
+
+
+def test_an_unseen_rep_runs_new_values_at_the_seen_sets_pointers_and_puts_them_back():
+    """The seen/unseen pair compares new values at seen pointers with repeated values: a graph
+    keyed on pointers is replayed on both sides, a cache keyed on values misses on the unseen one."""
+    from kernelvet.worker import Worker, _Reps
+    w = Worker(None)
+    seen_x, unseen_x = torch.randn(16), torch.randn(16)
+    w.sets = {1: [seen_x, 3], 100: [unseen_x, 3]}
+    w.paint = False
+    calls = []
+    w.fn = lambda x, k: calls.append((x.data_ptr(), x.clone())) or x   # returns its input's storage
+    rec = _Reps(w)
+    before = seen_x.clone()
+    rec.rep(1, seen=True)
+    rec.rep(100, seen=False, at=1)
+    rec.collect()
+    assert calls[1][0] == seen_x.data_ptr() and torch.equal(calls[1][1], unseen_x)
+    assert torch.equal(seen_x, before), "the seen set's own values were not put back"
+    assert torch.equal(rec.first[100], unseen_x), "the output was verified after the values were put back"
+    assert rec.in_place == 1 and len(rec.pairs) == 1
+
+
+def test_an_unseen_set_that_differs_in_shape_runs_in_its_own_storages():
+    from kernelvet.worker import Worker, _Reps
+    w = Worker(None)
+    w.sets = {1: [torch.randn(16)], 100: [torch.randn(8)]}
+    w.paint, ptrs = False, []
+    w.fn = lambda x: ptrs.append(x.data_ptr()) or x * 2
+    rec = _Reps(w)
+    rec.rep(100, seen=False, at=1)
+    assert ptrs == [w.sets[100][0].data_ptr()] and rec.in_place == 0

@@ -32,7 +32,7 @@ _REPLY_FIELDS = {
                "py_threads_after_settle", "guard_overrun", "after_return"},
     "probed": {"conclusive", "sleep_ms", "early_fraction", "compared", "why"},
     "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_pairs", "mismatches", "non_tensor",
-              "first_sets", "overruns", "warmup_calls", "synced_ms", "lead_ms"},
+              "first_sets", "overruns", "warmup_calls", "synced_ms", "lead_ms", "unseen_in_place"},
     "audited": {"activities", "dropped"},
     "looped": {"exact_tensor"},
     "prepared": {"start_s", "warm_failed", "device", "flush_bytes"},

@@ -507,14 +507,15 @@ class Worker:
         rec.rehearse(sets)
         t_begin = bound.pc()
         r = 0
+        # Each unseen rep runs in the storages of the seen rep just before it (`_Reps._place`).
         while r < reps and (r < min_reps or bound.pc() - t_begin < budget_s):
             rec.rep(sets[r % len(sets)], seen=True)
             r += 1
             if unseen and r % spacing == 0:
-                rec.rep(unseen.pop(0), seen=False)
+                rec.rep(unseen.pop(0), seen=False, at=sets[(r - 1) % len(sets)])
         while unseen:
             rec.rep(sets[r % len(sets)], seen=True)
-            rec.rep(unseen.pop(0), seen=False)
+            rec.rep(unseen.pop(0), seen=False, at=sets[r % len(sets)])
             r += 1
         rec.collect()
         null_drains = []
@@ -523,7 +524,8 @@ class Worker:
             null_drains = rec.null_drains
         body = {"times_ms": rec.times, "drain_ms": rec.drains, "synced_ms": rec.synced, "null_drain_ms": null_drains,
                 "order": rec.order, "unseen_pairs": rec.pairs, "non_tensor": rec.non_tensor,
-                "warmup_calls": i, "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, **rec.verdicts()}
+                "warmup_calls": i, "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
+                **rec.verdicts()}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):
@@ -664,6 +666,8 @@ class _Reps:
         self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
         self.null_drains: list[float] = []   # null_rep: the drains of their twins without the call
         self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
+        self._saved: dict[int, dict] = {}    # seen set -> its own input values, while unseen ones visit
+        self.in_place = 0                    # unseen reps run in a seen set's storages
         self.non_tensor = self.shape_mismatches = 0
         self._pending: list[tuple] = []      # ((start, end) or None, seen, set, output) not yet read
         self._held_bytes = 0
@@ -737,24 +741,61 @@ class _Reps:
         bound.ev_record(end)
         return out
 
-    def rep(self, s: int, seen: bool) -> None:
+    def rep(self, s: int, seen: bool, at: int | None = None) -> None:
+        """One timed rep on set `s`'s values; `at`: in the storages of that (seen) set instead."""
         w, bound = self.w, self.w.bound
+        where = s if at is None else self._place(s, at)
         if self.cuda:
             clock = self._spare_events.pop() if self._spare_events else (
                 bound.Event(enable_timing=True), bound.Event(enable_timing=True))
-            out = self._call_between(s, *clock)
+            out = self._call_between(where, *clock)
         else:
-            inputs = self._before_call(s)
+            inputs = self._before_call(where)
             t0 = bound.pc_ns()
             out = w._run_candidate("timed call", w.fn, *inputs)
             self._record((bound.pc_ns() - t0) / 1e6, seen, s)   # the host clock is read now
             clock = None
-        self._check_guards(s)
+        self._check_guards(where)
+        if where != s:
+            out = self._restore(where, out)
         self._pending.append((clock, seen, s, out))
         if type(out) is torch.Tensor:
             self._held_bytes += out.numel() * out.element_size()
         if len(self._pending) >= self.sync_every or self._held_bytes >= self.OUTPUTS_HELD_BYTES:
             self.collect()
+
+    def _place(self, u: int, at: int) -> int:
+        """Unseen set `u`'s values copied into seen set `at`'s storages (its output buffer left as
+        it is), its own values kept to be put back: the unseen rep runs on new values at pointers
+        the candidate has seen, so a plan or graph keyed on pointers is replayed, as it would be on
+        seen values, while an answer remembered by value is not there. Where the sets differ in
+        shape, dtype or non-tensor values, `u` runs in its own storages."""
+        w, bound = self.w, self.w.bound
+        src, dst = w.sets[u], w.sets[at]
+        args = [i for i, x in enumerate(dst) if i != w.output_arg]
+        if len(src) != len(dst) or any(
+                (type(src[i]) is not type(dst[i])) or (src[i].shape != dst[i].shape or src[i].dtype != dst[i].dtype
+                                                       if isinstance(dst[i], torch.Tensor) else src[i] != dst[i])
+                for i in args):
+            return u
+        if at not in self._saved:
+            self._saved[at] = {i: bound.clone(dst[i]) for i in args if isinstance(dst[i], torch.Tensor)}
+        for i in self._saved[at]:
+            bound.copy_(dst[i], src[i])
+        self.in_place += 1
+        return at
+
+    def _restore(self, at: int, out):
+        """Set `at`'s own values back, in stream order after the call; an output that shares an
+        input's storage is copied first, so that what is verified is what the call returned."""
+        w, bound = self.w, self.w.bound
+        if type(out) is torch.Tensor and out.numel():
+            mine = {bound.storage(w.sets[at][i]).data_ptr() for i in self._saved[at]}
+            if bound.storage(out).data_ptr() in mine:
+                out = bound.clone(out)
+        for i, x in self._saved[at].items():
+            bound.copy_(w.sets[at][i], x)
+        return out
 
     def collect(self) -> None:
         """Wait for everything the queued reps started, on every stream; read their clocks and check

@@ -5,9 +5,12 @@
 (b) Outputs of timed calls are verified against the reference (the first of each input set;
     `determinism` holds every later rep to the same bits), not only a separate correctness pass.
 (a) and (b) hold the candidate to its own accuracy on fresh inputs: a thin format is `precision`'s.
-(c) Inputs never seen before, timed once each, spread through the timing run and paired with the
-    seen rep just before (L2 flushed for both), must not be much slower, pair by pair: a memoised
-    kernel is fast only on what it has seen. Single reps are at the mercy of the host's moments
+(c) Input values never seen before, timed once each, spread through the timing run and paired
+    with the seen rep just before (L2 flushed for both), must not be much slower, pair by pair: a
+    memoised kernel is fast only on what it has seen. Each unseen rep runs on new values in the
+    storages of that seen rep (the worker puts its own values back after): new values at seen
+    pointers against repeated values, so a plan or CUDA graph captured once per input pointers is
+    replayed on both sides of the pair, while an answer remembered by value is not there. Single reps are at the mercy of the host's moments
     (a busy 2-core runner made an honest CPU softmax 5.6x slower on its 5 unseen reps), so pairs
     that say "remembers" are measured again on new unseen inputs (`judge`), up to twice; it
     fails only if every run says so. A kernel that remembers is slow on new inputs every time."""
@@ -72,6 +75,7 @@ def evaluate(ev) -> Finding:
     if ev.unseen_pairs:
         stats = pair_stats(ev.unseen_pairs)
         evidence.update({**stats, "pairs": [list(p) for p in ev.unseen_pairs],
+                         "unseen_at_seen_pointers": t.get("unseen_in_place"),
                          "earlier_attempts": ev.extra.get("unseen_attempts", [])})
         if remembers(ev.unseen_pairs, ev.device.type):
             runs = 1 + len(evidence["earlier_attempts"])

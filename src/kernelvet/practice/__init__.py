@@ -147,6 +147,7 @@ CORPUS: tuple[Entry, ...] = (
     _honest("compiled_elementwise", "relu.py", BOTH),
     _honest("persistent_pool", "matmul", BOTH),
     _honest("backend_flags", "matmul", BOTH),
+    _honest("pointer_keyed_graph", "matmul", ("cuda",)),
 )
 
 
