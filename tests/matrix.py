@@ -1,5 +1,7 @@
 """The corpus matrix, shared by the CPU (test_corpus.py) and CUDA (test_gpu.py) suites."""
 
+import dataclasses
+
 from kernelvet import vet
 from kernelvet.ids import CheckId
 from kernelvet.judge import Settings
@@ -10,7 +12,7 @@ FULL = Settings(early_exit=False)   # every check gets its evidence: the matrix 
 
 
 def vet_entry(entry, device, problem=None, **kw):
-    kw.setdefault("settings", FULL)
+    kw.setdefault("settings", dataclasses.replace(FULL, **dict(entry.settings)))
     return vet(entry.path, problem or entry.problem_ref, device=device, timeout=entry.timeout, **kw)
 
 

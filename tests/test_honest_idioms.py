@@ -102,3 +102,42 @@ def test_an_unseen_set_that_differs_in_shape_runs_in_its_own_storages():
     rec = _Reps(w)
     rec.rep(100, seen=False, at=1)
     assert ptrs == [w.sets[100][0].data_ptr()] and rec.in_place == 0
+
+
+def _aliased_calls():
+    return [CallRecord("warmup", 0, 0, {"call_index": 1}, torch.zeros(8, 8)),
+            CallRecord("fresh", 1, 1, {"call_index": 2, "same_storage_as_call": 1}, torch.zeros(8, 8))]
+
+
+@pytest.mark.parametrize("policy, want", [("allow", Status.PASS), ("reject", Status.FAIL)])
+def test_aliasing_records_a_reused_output_storage_and_fails_it_only_when_strict(policy, want):
+    ev = _ev("cpu", calls=_aliased_calls())
+    ev.extra["reused_output"] = policy
+    f = REGISTRY[CheckId.ALIASING](ev)
+    assert f.status is want, f.summary
+    assert f.evidence["same_storage"] == [["fresh", 2, 1]] and f.evidence["reused_output"] == policy
+
+
+def test_aliasing_passes_own_storages_and_sees_reuse_in_the_timed_reps():
+    own = [CallRecord("fresh", 1, 1, {"call_index": 2}, torch.zeros(8, 8))]
+    assert "own storage" in REGISTRY[CheckId.ALIASING](_ev("cpu", calls=own)).summary
+    ev = _ev("cpu", calls=own, timing={"reused_output_reps": 1})
+    ev.extra["reused_output"] = "reject"
+    assert REGISTRY[CheckId.ALIASING](ev).status is Status.FAIL
+
+
+def test_a_reused_output_storage_in_the_timed_reps_is_copied_not_counted_as_other_bits():
+    """A static output buffer overwrites the outputs still queued for checking; from the first
+    reuse on, each rep's output is copied right after its call and the overwritten one is left
+    unchecked: `determinism` sees no other bits."""
+    from kernelvet.worker import Worker, _Reps
+    w = Worker(None)
+    w.sets = {1: [torch.randn(16)], 2: [torch.randn(16)]}
+    w.paint, buf = False, torch.empty(16)
+    w.fn = lambda x: buf.copy_(x * 2)
+    rec = _Reps(w)
+    for s in (1, 2, 1, 2, 1):
+        rec.rep(s, seen=True)
+    rec.collect()
+    assert rec.verdicts()["mismatches"] == 0 and rec.verdicts()["reused_output_reps"] == 1
+    assert torch.equal(rec.first[1], w.sets[1][0] * 2) and torch.equal(rec.first[2], w.sets[2][0] * 2)

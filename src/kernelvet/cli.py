@@ -16,7 +16,7 @@ import time
 
 from . import spares
 from .errors import HarnessError, UsageError
-from .ids import AUDIT_MODES
+from .ids import AUDIT_MODES, REUSED_OUTPUT_MODES
 from .sandbox import MODES as SANDBOX_MODES
 from .report import REPORT_VERSION
 
@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--audit", choices=AUDIT_MODES, default="auto",
                    help="kernel audit with the profiler (CUDA): auto = only for candidates every other check "
                         "passed (default), always, never")
+    c.add_argument("--reused-output", choices=REUSED_OUTPUT_MODES, default="allow",
+                   help="a call that returns an earlier call's output storage (a static buffer): allow "
+                        "(default, recorded by `aliasing`) or reject")
     c.add_argument("--verbose", action="store_true", help="print the phase breakdown and candidate output")
     c.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
     served = c.add_mutually_exclusive_group()
@@ -144,10 +147,12 @@ def _cmd_check(args) -> int:
 def vet_and_render(args, prob, launcher, *, prepare_next: bool, console=None) -> int:
     """`check` once its problem is loaded and its launcher ready (here, or in `kernelvet serve`)."""
     from . import render
-    from .judge import vet
+    from .judge import Settings, vet
     try:
+        settings = Settings(reused_output=getattr(args, "reused_output", "allow"))
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
-                     allow=args.allow, audit=args.audit, launcher=launcher, prepare_next=prepare_next)
+                     allow=args.allow, audit=args.audit, launcher=launcher, prepare_next=prepare_next,
+                     settings=settings)
     except HarnessError as exc:
         if args.json:  # an `error` verdict is a verdict too: the report says what failed
             _write(args.json, json.dumps({"version": REPORT_VERSION, "verdict": "error", "error": str(exc),

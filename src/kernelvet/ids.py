@@ -21,6 +21,7 @@ class CheckId(str, enum.Enum):
     KERNEL_AUDIT = "kernel-audit"
     PARAMETERS = "parameters"
     WORKER = "worker"
+    ALIASING = "aliasing"
 
     def __str__(self) -> str:  # so f-strings and JSON show "streams", not "CheckId.STREAMS"
         return self.value
@@ -30,6 +31,11 @@ ALL_CHECKS: tuple[CheckId, ...] = tuple(CheckId)
 
 # How the profiler's kernel audit (CUDA) runs: `auto` only for a candidate every other check passed.
 AUDIT_MODES = ("auto", "always", "never")
+
+# What `aliasing` does with a call that returns the storage of an earlier output (a static output
+# buffer, overwritten by the next call): `allow` records it (KernelBench accepts it, CUDA-graph code
+# does it), `reject` makes it a finding.
+REUSED_OUTPUT_MODES = ("allow", "reject")
 
 # `worker` cannot be waived: without a worker that ended normally there is nothing to judge.
 UNWAIVABLE = frozenset({CheckId.WORKER})

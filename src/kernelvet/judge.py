@@ -41,7 +41,7 @@ from .draws import Draws
 from .errors import HarnessError, UsageError
 from .evidence import Evidence
 from .formats import kernelbench
-from .ids import ALL_CHECKS, AUDIT_MODES, UNWAIVABLE, CheckId, parse_check_id
+from .ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, UNWAIVABLE, CheckId, parse_check_id
 from .problem import Problem, load_problem, reference64
 from .refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own_sets
 from .report import Report, Status, Timing, Verdict
@@ -64,6 +64,7 @@ class Settings:
     early_exit: bool = True       # stop the plan as soon as a check fails (no timing of a rejected candidate)
     reps_per_sync: int = 32       # timed reps between syncs, at most; each sync reads their clocks (CUDA:
                                   # device-wide) and verifies, then frees, their outputs (CPU too)
+    reused_output: str = "allow"  # a call returning an earlier output's storage: "allow" (recorded) or "reject"
 
 
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
@@ -143,6 +144,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
     if settings.reps_per_sync < 1:
         raise UsageError("reps_per_sync must be at least 1")
+    if settings.reused_output not in REUSED_OUTPUT_MODES:
+        raise UsageError(f"reused_output {settings.reused_output!r}: expected one of {', '.join(REUSED_OUTPUT_MODES)}")
     if audit not in AUDIT_MODES:
         raise UsageError(f"--audit {audit!r}: expected one of {', '.join(AUDIT_MODES)}")
     t_start = time.monotonic()
@@ -273,6 +276,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         ev.extra["error_floor"] = floor
         ev.extra["reference_weights"] = [[name, list(t.shape), is_param] for name, t, is_param in state]
         ev.extra["weights_state"] = state
+        ev.extra["reused_output"] = settings.reused_output
 
         t0 = time.monotonic()
         w.deadline = time.monotonic() + timeout
@@ -694,7 +698,7 @@ def _time_again(w, fresh, settings: Settings, max_blob, record, null_reps=None, 
 def _faults_kept(body: dict, other: dict) -> dict:
     """A timing body with what either run saw wrong in the outputs (the larger counts)."""
     return {**body, **{k: max(int(body.get(k, 0)), int(other.get(k, 0)))
-                       for k in ("mismatches", "overruns", "non_tensor")}}
+                       for k in ("mismatches", "overruns", "non_tensor", "reused_output_reps")}}
 
 
 def _audit_wanted(ev: Evidence, audit: str, waived) -> bool:

@@ -200,6 +200,8 @@ class Worker:
         self.clock_khz = 1_500_000
         self.loop_out = None   # the last judge-clocked loop's output, until the judge fetches it
         self.harness_threads = {t.ident for t in self.bound.enumerate()}   # none of them the candidate's
+        self.held: list[tuple[int, torch.Tensor]] = []   # (call index, output) of recent calls, kept alive
+        self.reused_storage = False   # a call returned the storage of an earlier output still held
 
     # -- plumbing -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -321,6 +323,8 @@ class Worker:
         self.sets.clear()
         self.out_buffers.clear()
         self.loop_out = None
+        self.held.clear()
+        self.reused_storage = False
         gc.collect()
         if self.device.type == "cuda":
             self._sync()
@@ -421,6 +425,7 @@ class Worker:
             ev["aten_ops"] = sorted(trace.ops)
         if ev["exact_tensor"]:
             ev["storage_ptr"] = self.bound.storage(out).data_ptr()
+            self._hold(out, ev)
             ev["device"] = str(out.device)
             snap = self.bound.clone(out)
             self._sync()
@@ -439,6 +444,23 @@ class Worker:
         ev["py_threads_after_settle"] = len({t.ident for t in self.bound.enumerate()} - py_before)
         blob = codec.to_blob(result)
         return "output", ev, [blob]
+
+    HELD_MAX, HELD_BYTES = 8, 1 << 30
+
+    def _hold(self, out: torch.Tensor, ev: dict) -> None:
+        """Keep recent outputs alive, so that the allocator cannot hand their storage out again:
+        a call that returns one of them anyway reuses its output storage (a static buffer, as
+        CUDA-graph code keeps), and what the caller holds from that call was overwritten."""
+        if not out.numel():
+            return
+        ptr = ev["storage_ptr"]
+        earlier = [k for k, t in self.held if self.bound.storage(t).data_ptr() == ptr]
+        if earlier:
+            ev["same_storage_as_call"] = earlier[-1]
+            self.reused_storage = True
+        self.held.append((self.calls, out))
+        while len(self.held) > self.HELD_MAX or sum(t.numel() * t.element_size() for _, t in self.held) > self.HELD_BYTES:
+            self.held.pop(0)
 
     def _candidate_threads(self) -> set[int]:
         """Native ids of the Python threads alive now that the harness did not start."""
@@ -518,6 +540,7 @@ class Worker:
             rec.rep(unseen.pop(0), seen=False, at=sets[r % len(sets)])
             r += 1
         rec.collect()
+        self.reused_storage = self.reused_storage or rec.copy_outputs
         null_drains = []
         if self.device.type == "cuda" and int(b["null_reps"]):
             rec.drain_pairs(sets, int(b["null_reps"]))
@@ -667,6 +690,13 @@ class _Reps:
         self.null_drains: list[float] = []   # null_rep: the drains of their twins without the call
         self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
         self._saved: dict[int, dict] = {}    # seen set -> its own input values, while unseen ones visit
+        # A candidate that reuses its output storage overwrites the outputs still queued for
+        # checking: from the first reuse seen (in the checked calls or here), each rep's output is
+        # copied in stream order right after its call, off the clock, and the overwritten one is
+        # left unchecked (`_UNCHECKED`).
+        self.copy_outputs = worker.reused_storage
+        self.reused_reps = 0
+        self._pending_ptrs: dict[int, int] = {}   # storage of an uncopied pending output -> its index
         self.in_place = 0                    # unseen reps run in a seen set's storages
         self.non_tensor = self.shape_mismatches = 0
         self._pending: list[tuple] = []      # ((start, end) or None, seen, set, output) not yet read
@@ -758,11 +788,29 @@ class _Reps:
         self._check_guards(where)
         if where != s:
             out = self._restore(where, out)
+        out = self._own_copy(out)
         self._pending.append((clock, seen, s, out))
         if type(out) is torch.Tensor:
             self._held_bytes += out.numel() * out.element_size()
         if len(self._pending) >= self.sync_every or self._held_bytes >= self.OUTPUTS_HELD_BYTES:
             self.collect()
+
+    def _own_copy(self, out):
+        """The output itself, or (once the candidate has reused an output storage) a copy of it."""
+        if type(out) is not torch.Tensor or not out.numel():
+            return out
+        if self.copy_outputs:
+            return self.w.bound.clone(out)
+        ptr = self.w.bound.storage(out).data_ptr()
+        k = self._pending_ptrs.get(ptr)
+        if k is None:
+            self._pending_ptrs[ptr] = len(self._pending)
+            return out
+        clock, seen, s, _ = self._pending[k]
+        self._pending[k] = (clock, seen, s, _UNCHECKED)
+        self.copy_outputs = True
+        self.reused_reps += 1
+        return self.w.bound.clone(out)
 
     def _place(self, u: int, at: int) -> int:
         """Unseen set `u`'s values copied into seen set `at`'s storages (its output buffer left as
@@ -810,8 +858,10 @@ class _Reps:
             if clock is not None:
                 self._record(bound.ev_elapsed(*clock), seen, s)
                 self._spare_events.append(clock)
-            self._verify(s, out)
+            if out is not _UNCHECKED:
+                self._verify(s, out)
         self._pending.clear()
+        self._pending_ptrs.clear()
         self._held_bytes = 0
 
     def _record(self, ms: float, seen: bool, s: int) -> None:
@@ -842,7 +892,8 @@ class _Reps:
 
     def verdicts(self) -> dict:
         counts = [int(c) for c in self._counts.tolist()]
-        return {"mismatches": self.shape_mismatches + counts[0], "overruns": counts[1]}
+        return {"mismatches": self.shape_mismatches + counts[0], "overruns": counts[1],
+                "reused_output_reps": self.reused_reps, "outputs_copied": self.copy_outputs}
 
     def drain_rep(self, s: int) -> None:
         """Two clocks on one rep, synchronised: the events, then the host time of a device-wide
@@ -886,6 +937,7 @@ class _Reps:
 
 
 _memory_stats = torch.cuda.memory_stats   # bound before any candidate exists
+_UNCHECKED = object()   # a queued output the candidate overwrote by reusing its storage
 
 
 def _null_call(*args):

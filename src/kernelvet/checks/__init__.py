@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ids import ALL_CHECKS, CheckId
 from ..report import Finding, Status
-from . import (caching, determinism, global_state, identity, inputs_unchanged, kernel_audit, library_call,
+from . import (aliasing, caching, determinism, global_state, identity, inputs_unchanged, kernel_audit, library_call,
                output_type, parameters, precision, streams, threads, timers, unwritten_output, worker)
 
 REGISTRY = {
@@ -26,6 +26,7 @@ REGISTRY = {
     CheckId.KERNEL_AUDIT: kernel_audit.evaluate,
     CheckId.PARAMETERS: parameters.evaluate,
     CheckId.WORKER: worker.evaluate,
+    CheckId.ALIASING: aliasing.evaluate,
 }
 assert set(REGISTRY) == set(ALL_CHECKS)
 

@@ -29,6 +29,7 @@ class Entry:
     sole_on: tuple[str, ...] = ()      # devices where exactly `catches` fires, and waiving it lets it through
     note: str = ""
     timeout: float = 300.0             # seconds for the whole candidate (short for ones that hang)
+    settings: tuple = ()               # (name, value) Settings the entry is judged under, beyond the defaults
 
     def sole(self, device: str) -> bool:
         return device in self.sole_on
@@ -57,12 +58,13 @@ PATTERN_NAMES = {1: "streams", 2: "threads", 3: "lazy-eq", 4: "timers", 5: "iden
 BOTH = ("cpu", "cuda")
 
 
-def _cheat(name, pattern, problem, devices, *catches, note="", sole_on=None, timeout=300.0):
+def _cheat(name, pattern, problem, devices, *catches, note="", sole_on=None, timeout=300.0, settings=()):
     """A cheat caught by one check alone (on `sole_on`, default: everywhere it exists unless a note
     explains why more checks fire), or, with a note saying why, by several."""
     pname = PATTERN_NAMES.get(pattern, "harness")
     sole = sole_on if sole_on is not None else (() if note else devices)
-    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), tuple(sole), note, timeout)
+    return Entry(name, "cheat", pattern, pname, problem, devices, frozenset(catches), tuple(sole), note, timeout,
+                 tuple(settings))
 
 
 def _honest(name, problem, devices):
@@ -127,6 +129,7 @@ CORPUS: tuple[Entry, ...] = (
            note="its output is uninitialised memory (the poison shows it; with painting off, precision), "
                 "and replacing torch.equal is harness tampering; on the CPU doing nothing also beats the "
                 "host's peak rate"),
+    _cheat("reused_output", None, "matmul", BOTH, C.ALIASING, settings=(("reused_output", "reject"),)),
     _cheat("exit_zero", None, "matmul", BOTH, C.WORKER),
     _cheat("forged_stdout", None, "matmul", BOTH, C.WORKER),
     _cheat("hang_forever", None, "matmul", BOTH, C.WORKER, timeout=8.0),
@@ -148,6 +151,7 @@ CORPUS: tuple[Entry, ...] = (
     _honest("persistent_pool", "matmul", BOTH),
     _honest("backend_flags", "matmul", BOTH),
     _honest("pointer_keyed_graph", "matmul", ("cuda",)),
+    _honest("static_output", "matmul", BOTH),
 )
 
 

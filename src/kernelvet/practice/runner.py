@@ -238,7 +238,8 @@ def _vet(entry: Entry, device: str, allow=(), launcher=None, whole: bool = True)
     """`whole`: the whole plan, no early exit, so the table shows every check that fires. With a
     check waived (the matrix) only the verdict counts, and an early stop cannot change it."""
     return vet(entry.path, entry.problem_ref, device=device, allow=allow,
-               timeout=entry.timeout, settings=Settings(early_exit=not whole), launcher=_live(launcher))
+               timeout=entry.timeout, settings=Settings(early_exit=not whole, **dict(entry.settings)),
+               launcher=_live(launcher))
 
 
 def _live(launcher):
