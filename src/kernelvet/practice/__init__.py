@@ -152,6 +152,14 @@ CORPUS: tuple[Entry, ...] = (
     _honest("backend_flags", "matmul", BOTH),
     _honest("pointer_keyed_graph", "matmul", ("cuda",)),
     _honest("static_output", "matmul", BOTH),
+    _honest("split_k_matmul", "matmul", BOTH),
+    _honest("split_precision_matmul", "matmul", BOTH),
+    _honest("empty_workspace_softmax", "softmax", BOTH),
+    _honest("chatty_relu", "relu.py", BOTH),
+    _honest("online_softmax", "softmax", BOTH),
+    _honest("transposed_output", "matmul", BOTH),
+    _honest("shape_keyed_kernels", "matmul", BOTH),
+    _honest("hand_declared_linear", "linear.py", BOTH),
 )
 
 
