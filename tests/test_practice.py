@@ -57,3 +57,24 @@ def test_practice_cli_writes_rows_and_ablation(tmp_path, capsys):
 def test_practice_unknown_pattern_is_a_usage_error(capsys):
     assert cli.main(["practice", "nonsense", "--device", "cpu"]) == 2
     assert "unknown pattern" in capsys.readouterr().err
+
+
+def test_the_naive_bench_compares_as_the_tutorials_typical_bench():
+    """A loose allclose, atol and rtol 1e-3, for float32 outputs (half formats: their own rounding)."""
+    import torch
+    assert naive.FLOAT32_TOLERANCE == 1e-3 and naive.TOLERANCE.get(torch.float32) is None
+
+
+def test_every_pattern_that_exists_on_the_cpu_has_a_cheat_the_naive_bench_believes():
+    """The practice run teaches each pattern: at least one of its cheats fools the naive bench
+    (the corpus matrix proves kernelvet rejects every one)."""
+    from kernelvet.practice import PATTERN_NAMES, entries
+    cheats = [e for e in entries("cpu", "cheat") if e.pattern is not None]
+    fooled, tried = set(), set()
+    with runner.NaiveBench() as bench:
+        for e in cheats:
+            tried.add(e.pattern)
+            if e.pattern not in fooled and runner.run_naive(e, "cpu", bench).get("believed"):
+                fooled.add(e.pattern)
+    assert tried == set(PATTERN_NAMES) - {1}   # streams exist only on CUDA
+    assert fooled == tried, {PATTERN_NAMES[p] for p in tried - fooled}
