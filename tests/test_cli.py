@@ -441,6 +441,8 @@ BAD_USAGE = [
                  ["--allow", "bogus", *VALID_IDS], id="allow-unknown-id"),
     pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--allow", "worker"],
                  ["worker", "cannot be waived"], id="allow-worker"),
+    pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--reused-output", "sometimes"],
+                 ["--reused-output", "allow", "reject"], id="reused-output-unknown"),
     pytest.param(["show"], ["report"], id="show-without-file"),
 ]
 
@@ -484,3 +486,15 @@ def test_the_command_leaves_no_launcher_directory_behind(tmp_path):
     assert "PASS" in proc.stdout and proc.stdout.rstrip().splitlines()[-1].startswith("seed ")
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "pass"
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("kernelvet-")]
+
+
+def test_reused_output_reject_makes_a_static_output_an_aliasing_finding(tmp_path):
+    """`--reused-output reject`: the policy reaches the check, whose evidence records it."""
+    from kernelvet.practice import by_name
+    path = tmp_path / "report.json"
+    run = _kv_captured("check", by_name("reused_output").path, "--ref", "matmul", "--device", "cpu",
+                       "--reused-output", "reject", "--json", path)
+    assert run.rc == 1, run.out + run.err
+    data = json.loads(path.read_text())
+    aliasing = next(f for f in data["findings"] if f["check"] == "aliasing")
+    assert aliasing["status"] == "fail" and aliasing["evidence"]["reused_output"] == "reject"
