@@ -5,6 +5,11 @@ queue, using no CPU. Work after return is what such a thread does while nobody's
 time between return and the end of the settle, a thread still runnable when the settle ends, or
 device memory allocated (kernels producing tensors) by anyone while the caller was asleep.
 
+The window opens the moment the call returns (a thread that launches its kernels right after
+return is done with them within a millisecond) and closes after the settle; the harness's own
+work in it runs on the calling thread, which is not watched, and its own allocations (the
+output's snapshot) are counted and taken out.
+
 CPU time comes from the kernel's per-thread accounting (`/proc/self/task/*/schedstat`, ns); a
 thread that ended during the settle can no longer be read, so its share is what the process clock
 (which keeps the time of ended threads) counted beyond the threads still alive.
@@ -62,9 +67,10 @@ def open_window(watched, device_allocs: int | None) -> Window:
     return Window(frozenset(watched), _process_ns(), thread_cpu_ns(), device_allocs)
 
 
-def close_window(win: Window, watched_now, device_allocs: int | None) -> dict:
+def close_window(win: Window, watched_now, device_allocs: int | None, harness_allocs: int = 0) -> dict:
     """The evidence: how many threads were watched, how many ended or still run, their CPU ms
-    after return, and device allocations in the window (None where the device keeps no count)."""
+    after return, and device allocations in the window (None where the device keeps no count)
+    beyond the `harness_allocs` the harness itself made in it."""
     process = _process_ns() - win.process_ns
     now = thread_cpu_ns()
     watched = (win.watched | frozenset(watched_now))
@@ -76,4 +82,4 @@ def close_window(win: Window, watched_now, device_allocs: int | None) -> dict:
             "running": sum(1 for tid in watched if tid in now and runnable(tid)),
             "cpu_ms": round((own + gone) / 1e6, 4),
             "device_allocs": None if device_allocs is None or win.device_allocs is None
-            else device_allocs - win.device_allocs}
+            else device_allocs - win.device_allocs - harness_allocs}

@@ -410,6 +410,8 @@ class Worker:
                 out = self._run_candidate("calling the candidate", self.fn, *inputs)
         else:
             out = self._run_candidate("calling the candidate", self.fn, *inputs)
+        # From return on, whatever the candidate's threads do is work after return (after_return)
+        window = after_return.open_window(self._candidate_threads(), self._device_allocs())
         self._sync()
         wall = self.bound.pc() - t0
         py_after = {t.ident for t in self.bound.enumerate()}
@@ -427,12 +429,14 @@ class Worker:
             ev["storage_ptr"] = self.bound.storage(out).data_ptr()
             self._hold(out, ev)
             ev["device"] = str(out.device)
+            allocs = self._device_allocs()
             snap = self.bound.clone(out)
+            own = self._device_allocs() - allocs if allocs is not None else 0   # the snapshot's, the harness's own
             self._sync()
-            window = after_return.open_window(self._candidate_threads(), self._device_allocs())
             self.bound.sleep(self.settle_s)
             self._sync()
-            ev["after_return"] = after_return.close_window(window, self._candidate_threads(), self._device_allocs())
+            ev["after_return"] = after_return.close_window(window, self._candidate_threads(), self._device_allocs(),
+                                                           harness_allocs=own)
             ev["changed_after_return"] = not _same_bits(self.bound, snap, out)
             result = out
         else:
