@@ -24,7 +24,7 @@ GROUPS = {
     "launcher": "launcher", "containment": "launcher", "sandbox": "launcher", "reaper": "launcher",
     "triton_key": "launcher",
     # the worker's process: serving requests, the libraries a spare warms before any candidate
-    "worker": "worker", "warm": "worker",
+    "worker": "worker", "warm": "worker", "after_return": "worker",
     # the judge/worker messages
     "protocol": "wire", "codec": "wire",
     # one module per check id, and what checks decide on and return
