@@ -35,6 +35,10 @@ GROUPS = {
     # shared by every process: errors, devices, problems and their formats, dispatch modes
     "": "core", "errors": "core", "devices": "core", "problem": "core", "problems": "core",
     "formats": "core", "dispatch_modes": "core",
+    # outputs of any structure, argmax ties, the reference's weights: judge and worker agree on them
+    "outputs": "core", "index_ties": "core", "weights": "core",
+    # what a problem's messages may carry, from its own shapes
+    "sizes": "core",
     # the practice corpus: cheats, honest kernels, the naive bench, the practice runner
     "practice": "practice",
     # many candidates in one run: jobs, the results file, engines; references shared per problem
