@@ -257,16 +257,49 @@ _LOOKS_CXX = re.compile(r"#\s*include|::|->|[;{}]")  # gate for `x.mm(`: prose l
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)+")
 
 
+_BACKEND_NS = frozenset({"native", "cpu", "cuda", "meta", "mps", "compositeexplicitautograd",
+                         "compositeimplicitautograd", "compositeexplicitautogradnonfunctional"})
+
+
 def _aten_cxx_canonical(namespaces: str, name: str) -> str:
     ns = [p for p in namespaces.split("::") if p]
     if ns[:1] == ["_ops"] and len(ns) >= 2:              # at::_ops::mm::call(...)
         name = ns[1]
+    elif ns[:1] == ["native"] or (ns[:1] and ns[0] in _BACKEND_NS and len(ns) == 1 and _is_aten_op(name)):
+        return "at::native"                              # at::native::mm, at::cpu::mm: past the dispatcher
     elif ns[:1] == ["cuda"] and (ns[1:2] == ["blas"] or "blas" in name.lower()):
         return "at::cuda::blas"                          # at::cuda::blas::gemm, getCurrentCUDABlasHandle
     for suffix in ("_out", "_symint"):                   # at::mm_out(out, a, b) is at::mm
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
     return "at::" + _strip_inplace(name)
+
+
+def _is_aten_op(name: str) -> bool:
+    """`at::cuda::mm` is ATen's CUDA kernel for mm; `at::cuda::getCurrentCUDAStream` is no op."""
+    try:
+        import torch
+        return hasattr(torch.ops.aten, _strip_inplace(name.removesuffix("_out")))
+    except Exception:  # noqa: BLE001 - no registry to ask: count it as an op
+        return True
+
+
+_CXX_LEXEME = re.compile(r'R"([^()\\\s]{0,16})\((?:.|\n)*?\)\1"'   # raw string literal
+                         r'|"(?:\\.|[^"\\\n])*"'                        # string literal
+                         r"|'(?:\\.|[^'\\\n])*'"                        # character literal
+                         r"|//(?:\\\n|[^\n])*"                          # line comment (a trailing \ continues it)
+                         r"|/\*(?:.|\n)*?(?:\*/|$)")                       # block comment
+
+
+def strip_cxx_comments(text: str) -> str:
+    """C/C++ text with its comments blanked (newlines kept, so offsets and lines stay): a comment
+    saying "same result as at::matmul" calls nothing. String and character literals are kept."""
+    def blank(m: re.Match) -> str:
+        got = m.group(0)
+        if got.startswith(("//", "/*")):
+            return "".join(c if c == "\n" else " " for c in got)
+        return got
+    return _CXX_LEXEME.sub(blank, text)
 
 
 def _cxx_matches(text: str) -> Iterator[tuple[int, str, str]]:
@@ -823,7 +856,7 @@ class _Scanner:
             run = []
 
     def _scan_text(self, text: str, first: ast.AST, last: ast.AST) -> None:
-        for offset, matched, canon in _cxx_matches(text):
+        for offset, matched, canon in _cxx_matches(strip_cxx_comments(text)):
             if not self._forbidden(canon):
                 continue
             line = min(max(first.lineno + text.count("\n", 0, offset), first.lineno), last.end_lineno)
