@@ -11,6 +11,7 @@ FULL = Settings(early_exit=False)   # every check gets its evidence: the matrix 
 
 def vet_entry(entry, device, problem=None, **kw):
     kw.setdefault("settings", FULL)
+    kw.setdefault("library_policy", entry.library_policy)
     return vet(entry.path, problem or entry.problem_ref, device=device, timeout=entry.timeout, **kw)
 
 

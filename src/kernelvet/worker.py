@@ -851,7 +851,8 @@ def _cpu_event(e) -> list[dict]:
     kind = "op" if name.startswith("aten::") else "launch" if name.startswith(_LAUNCHES) else None
     if kind is None:
         return []
-    return [{"kind": kind, "name": name[:200], "tid": int(e.start_thread_id()), "start_ns": int(e.start_ns()),
+    tid = getattr(e, "start_thread_id", None)
+    return [{"kind": kind, "name": name[:200], "tid": int(tid()) if tid else 0, "start_ns": int(e.start_ns()),
              "end_ns": int(e.end_ns()), "corr": int(e.correlation_id())}]
 
 

@@ -72,13 +72,18 @@ def demangled(symbols: frozenset[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+NAME_MAX = 300   # the worker sends a trace kernel's name cut to this many characters
+
+
 def own_symbols(binaries) -> frozenset[str]:
-    """Every kernel name the candidate's binaries define (bytes each, as the worker sent them)."""
+    """Every kernel name the candidate's binaries define (bytes each, as the worker sent them),
+    demangled, and cut as the worker cuts the trace's names."""
     out: set[str] = set()
     for data in binaries:
         if len(data) <= MAX_BINARY_BYTES:
             out |= elf_functions(data)
-    return demangled(frozenset(out))
+    names = demangled(frozenset(out))
+    return names | {n[:NAME_MAX] for n in names}
 
 
 def device_time(kernels: list[dict], own: frozenset[str], allowed_corr: frozenset[int] = frozenset()) -> dict:
@@ -103,11 +108,17 @@ def allowed_launches(cpu_events: list[dict], allowed: frozenset[str]) -> frozens
     if not allowed:
         return frozenset()
     from .library_policy import base_name
-    ops = [e for e in cpu_events if e.get("kind") == "op" and base_name(e["name"]) in allowed]
+    events = [e for e in cpu_events if _well_formed(e)]   # the worker's claims: malformed ones count for nothing
+    ops = [e for e in events if e["kind"] == "op" and base_name(e["name"]) in allowed]
     out = set()
-    for e in cpu_events:
-        if e.get("kind") != "launch":
+    for e in events:
+        if e["kind"] != "launch":
             continue
         if any(o["tid"] == e["tid"] and o["start_ns"] <= e["start_ns"] and e["end_ns"] <= o["end_ns"] for o in ops):
             out.add(int(e["corr"]))
     return frozenset(out)
+
+
+def _well_formed(e) -> bool:
+    return (isinstance(e, dict) and e.get("kind") in ("op", "launch") and isinstance(e.get("name"), str)
+            and all(type(e.get(k)) is int for k in ("tid", "start_ns", "end_ns", "corr")))

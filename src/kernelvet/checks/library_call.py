@@ -40,24 +40,25 @@ def evaluate(ev) -> Finding:
                        f"line {h.line}: calls {h.op} ({h.text}), below the dispatcher, where no trace can see it",
                        evidence)
     traced = [c for c in ev.records("warmup") if c.meta.get("aten_ops") is not None]
-    if not traced:
-        if named:
-            return not_reached(CheckId.LIBRARY_CALL, "not run: the source names "
-                               f"{named[0]['op']}, and no traced call says whether it dispatches")
-        return Finding(CheckId.LIBRARY_CALL, Status.PASS, "no forbidden op in the source", evidence)
-    ops = set(traced[0].meta["aten_ops"])
-    bad = dispatched_forbidden(ops, ev.forbidden)
-    evidence["dispatched"] = sorted(ops)
-    if bad:
-        return Finding(CheckId.LIBRARY_CALL, Status.FAIL,
-                       f"the candidate dispatched {', '.join('aten::' + b for b in bad)}: "
-                       f"{_why(ev, bad)} (--library-policy {policy.level}; --allow-op names an op it may call)",
-                       evidence)
+    if traced:
+        ops = set(traced[0].meta["aten_ops"])
+        bad = dispatched_forbidden(ops, ev.forbidden)
+        evidence["dispatched"] = sorted(ops)
+        if bad:
+            return Finding(CheckId.LIBRARY_CALL, Status.FAIL,
+                           f"the candidate dispatched {', '.join('aten::' + b for b in bad)}: "
+                           f"{_why(ev, bad)} (--library-policy {policy.level}; --allow-op names an op it may call)",
+                           evidence)
     vendor = vendor_kernels(ev) if ev.forbidden & CONTRACTIONS else []
     if vendor:
         return Finding(CheckId.LIBRARY_CALL, Status.FAIL,
                        f"the device ran the vendor library kernel {vendor[0][:200]}: a library contraction, where "
                        "the problem's own contraction is the candidate's to write", {**evidence, "vendor_kernels": vendor})
+    if not traced:
+        if named:
+            return not_reached(CheckId.LIBRARY_CALL, "not run: the source names "
+                               f"{named[0]['op']}, and no traced call says whether it dispatches")
+        return Finding(CheckId.LIBRARY_CALL, Status.PASS, "no forbidden op in the source", evidence)
     extra = f" (names in the source that did not dispatch: {', '.join(sorted({n['op'] for n in named}))})" if named else ""
     return Finding(CheckId.LIBRARY_CALL, Status.PASS,
                    f"none of the reference's compute ops dispatched in the traced call{extra}", evidence)

@@ -185,8 +185,8 @@ def is_pointwise(op: str) -> bool:
 
 
 def _is_tensor_arg(arg) -> bool:
-    t = str(arg.type)
-    return "Tensor" in t
+    """A tensor the op reads (an `out=` tensor is where it writes)."""
+    return "Tensor" in str(arg.type) and not getattr(arg, "is_out", False)
 
 
 def reference_compute_ops(aten_ops: Iterable[str]) -> frozenset[str]:

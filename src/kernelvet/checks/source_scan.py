@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-__all__ = ["SourceHit", "DEFAULT_FORBIDDEN", "scan_source", "forbidden_for_aten_ops", "heavy_ops"]
+__all__ = ["SourceHit", "DEFAULT_FORBIDDEN", "scan_source", "forbidden_for_aten_ops", "strip_cxx_comments"]
 
 
 @dataclass(frozen=True)
@@ -111,31 +111,16 @@ _FAMILIES = (
             nn=("MultiheadAttention",), extra=("cudnn*", "cutlass", "flash_attn*", "xformers*")),
 )
 
-# Ops whose presence in the reference marks what the candidate was asked to write itself.
-_HEAVY = {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "linear", "dot", "mv", "addmv", "einsum",
-          "tensordot", "_softmax", "softmax", "_log_softmax", "log_softmax", "convolution", "_convolution",
-          "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose2d", "native_layer_norm",
-          "layer_norm", "native_group_norm", "native_batch_norm", "_scaled_dot_product_flash_attention",
-          "_scaled_dot_product_efficient_attention", "scaled_dot_product_attention", "_scaled_mm",
-          "cudnn_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"}
-
-
-def heavy_ops(ops: Iterable[str]) -> frozenset[str]:
-    """The traced aten ops ("aten::mm", "aten::_softmax.default") that are what a candidate is asked to write."""
-    names = {op.split("::", 1)[-1].split(".", 1)[0] for op in ops}
-    return frozenset(f"aten::{n}" for n in names if n in _HEAVY)
-
-
 _ATEN_PREFIXES = ("torch.ops.aten.", "aten::", "aten.")
 
 
 def forbidden_for_aten_ops(aten_ops: Iterable[str]) -> frozenset[str]:
     """Canonical source-scan names that cover traced aten ops ("aten::mm", "aten.addmm.default", "mm").
 
-    Known heavy ops map to their whole family (the matmul family is `DEFAULT_FORBIDDEN`); an unknown op
+    Known op families map to their whole family (the matmul family is `DEFAULT_FORBIDDEN`); another op
     maps to {"aten.<name>", "torch.<name>"}. An entry that is already a canonical name or pattern
-    ("torch.mm", "F.linear", "cublas*") passes through unchanged. Pass only the heavy ops: a shape op
-    such as "aten::t" would forbid `x.t()`.
+    ("torch.mm", "F.linear", "cublas*") passes through unchanged. Pass only compute ops
+    (checks/library_policy.py): a shape op such as "aten::t" would name `x.t()`.
     """
     if isinstance(aten_ops, str):
         aten_ops = [aten_ops]
