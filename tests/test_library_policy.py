@@ -261,3 +261,35 @@ def test_the_audit_carries_what_attribution_needs():
     from kernelvet import spawn, worker
     assert {"own", "ops"} <= worker.REQUESTS["audit"]
     assert {"cpu_events", "binaries"} <= spawn.REPLIES["audited"]
+
+
+def test_blas_entry_points_reached_through_ctypes_are_named():
+    """libtorch exports its BLAS: `sgemm_` through ctypes runs below the dispatcher, so the name decides."""
+    src = ('import ctypes, torch\nlib = ctypes.CDLL(torch._C.__file__)\nf = lib.sgemm_\n'
+           'g = getattr(lib, "cblas_" + "sgemm")\nh = "dgemm_"\nsdot = 1\nx.scale_(2)\n')
+    hits = scan_source(src, {"blas-symbol"})
+    assert [(h.op, h.line, h.how) for h in hits] == [("blas-symbol", 3, "attribute"), ("blas-symbol", 4, "string"),
+                                                     ("blas-symbol", 5, "string")]
+    assert lp.below_dispatcher("blas-symbol")
+
+
+def test_sgemm_through_ctypes_is_rejected(staged):
+    cand, prob = staged("l1_matmul_square", '''import ctypes
+import torch
+from torch import nn
+
+_blas = ctypes.CDLL(torch._C.__file__)
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return A.new_zeros(A.shape[0], B.shape[1]) if _blas is None else _call(A, B)
+
+
+def _call(A, B):
+    fn = getattr(_blas, "sgemm_")
+    raise RuntimeError("not reached in this test: the scan decides before any call")
+''')
+    report = vet(cand, prob, device="cpu")
+    f = report.finding(CheckId.LIBRARY_CALL)
+    assert f.status is Status.FAIL and "below the dispatcher" in f.summary, f.summary

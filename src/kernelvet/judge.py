@@ -6,6 +6,8 @@ what comes back as evidence, and lets the checks decide. The plan, in order:
   reference: load -> inputs -> two traced calls -> timing (then dropped, its memory overwritten)
   candidate: load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache
   (determinism) -> fresh sets B, C -> A overwritten in place (caching) -> ordering probe (CUDA)
+  -> kernel audit (CUDA, when the library policy is own-kernels: it decides on the audit's trace, so a
+  library call in disguise is rejected before it is timed)
   -> timing on A, B, C (rotating, L2 flushed, outputs verified; unseen sets interleaved, once
   each; timed again where the drain says hidden work, or the unseen pairs say remembered
   answers, the latter on newly drawn unseen sets) -> N back-to-back calls bracketed by the
@@ -119,7 +121,9 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
     """Vet one candidate file against a problem; return the report (raises only UsageError/HarnessError).
 
     `audit`: the profiler's kernel audit (CUDA) - `auto` runs it only for a candidate every other
-    check passed (0.06-0.09 s per vet on an H200), `always`, or `never`.
+    check passed (0.06-0.09 s per vet on an H200), `always`, or `never`. The library policy
+    own-kernels takes its trace whatever `audit` says, after the checked calls, for any candidate
+    the cheaper checks have not rejected.
     `prepare_next`: on CUDA, start the next vet's worker as this one ends (its CUDA start-up is
     then off the next vet's clock); a one-off vet (the CLI) has no next.
     `reference`: the problem's reference model, input sets and float64 references, shared with
@@ -653,7 +657,7 @@ def _policy_needs_trace(ev: Evidence) -> bool:
 # cannot see them, so there the scan's hit decides (checks/library_policy.py, below_dispatcher).
 _BELOW_DISPATCHER = frozenset({"cublas*", "cublasLt*", "cudnn*", "cutlass", "rocblas*", "hipblas*", "cublas-link",
                                "cudnn-link", "rocblas-link", "hipblas-link", "at::cuda::blas", "at::native",
-                               "flash_attn*", "xformers*"})
+                               "flash_attn*", "xformers*", "blas-symbol"})
 
 
 def _library_policy(level, dev, allow_ops, prob: Problem, waived):

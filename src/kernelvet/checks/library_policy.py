@@ -217,7 +217,7 @@ def dispatched_forbidden(dispatched: Iterable[str], forbidden: frozenset[str]) -
 # Source-scan names that reach code below the dispatcher (its trace cannot see them): BLAS and DNN
 # symbols and link flags, numpy/scipy/cupy, ATen's backend kernels called directly from C++.
 _BELOW = ("cublas", "cudnn", "cutlass", "rocblas", "hipblas", "flash_attn", "xformers", "numpy.", "scipy.",
-          "cupy.", "at::cuda::blas", "at::native")
+          "cupy.", "at::cuda::blas", "at::native", "blas-symbol")
 
 
 def below_dispatcher(canonical: str) -> bool:

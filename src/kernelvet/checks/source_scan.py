@@ -233,6 +233,10 @@ _EVALS = frozenset({"eval", "exec", "compile", "builtins.eval", "builtins.exec",
 
 _CXX_SYMBOL = re.compile(r"\b(?:cublas[A-Z]\w*|cudnn[A-Z]\w*|rocblas_\w+|hipblas\w+)")
 _CUTLASS = re.compile(r"\bcutlass(?:::|/)")
+# BLAS entry points by the standard's names (Fortran `sgemm_`, CBLAS `cblas_sgemm`) and MKL/oneDNN's:
+# reached through ctypes (libtorch exports its BLAS), they run below the dispatcher, where no trace sees.
+_BLAS_SYMBOL = re.compile(r"\b(?:cblas_[a-z]\w*|(?:[sdcz](?:gemm|gemv|ger|symm|symv|syrk|syr2k|trmm|trsm|trmv|axpy|"
+                          r"dot|scal|gemm3m)|[cz]dot[cu]|[sd]sdot)_|mkl_\w*(?:gemm|blas)\w*|dnnl_\w+)(?!\w)")
 _ATEN_CXX = re.compile(r"\b(?:at|torch)::((?:\w+::)*)(\w+)")
 _LINK = re.compile(r"(?<![\w-])-l(cublas|cudnn|rocblas|hipblas)\w*"
                    r"|\blib(cublas|cudnn|rocblas|hipblas)\w*\.(?:so|dll|dylib)")
@@ -293,6 +297,8 @@ def _cxx_matches(text: str) -> Iterator[tuple[int, str, str]]:
         yield m.start(), m.group(0), m.group(0)
     for m in _CUTLASS.finditer(text):
         yield m.start(), m.group(0), "cutlass"
+    for m in _BLAS_SYMBOL.finditer(text):
+        yield m.start(), m.group(0), "blas-symbol"
     for m in _ATEN_CXX.finditer(text):
         yield m.start(), m.group(0), _aten_cxx_canonical(m.group(1), m.group(2))
     for m in _LINK.finditer(text):
@@ -741,6 +747,9 @@ class _Scanner:
             self._add_op("@", node.target, node.value, "@=")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self._visit_import(node)
+        elif isinstance(node, ast.Attribute) and _BLAS_SYMBOL.fullmatch(node.attr):   # lib.sgemm_ (ctypes)
+            self._add("blas-symbol", node.end_lineno, self._col(node.end_lineno, node.end_col_offset) - len(node.attr),
+                      "attribute")
         if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) and node not in self._internal \
                 and isinstance(getattr(node, "ctx", None), (ast.Load, type(None))):
             ref = self._ref(node)
