@@ -189,6 +189,7 @@ def test_cheat_is_rejected_with_exit_1_naming_the_check(rejected):
     _, data = read_report(path)
     assert data["verdict"] == "reject"
     assert finding(data, "library-call")["status"] == "fail"
+    assert data["library_policy"]["level"] == "no-reference-ops"   # the CPU's default, recorded
 
 
 def test_allow_waives_a_check_and_records_it(waived):
@@ -198,6 +199,7 @@ def test_allow_waives_a_check_and_records_it(waived):
     assert data["verdict"] == "pass"
     assert finding(data, "library-call")["status"] == "waived"
     assert data["waived"] == ["library-call"]
+    assert data["library_policy"]["level"] == "off"
 
 
 # --------------------------------------------------------------------------- the installed entry point
@@ -441,6 +443,10 @@ BAD_USAGE = [
                  ["--allow", "bogus", *VALID_IDS], id="allow-unknown-id"),
     pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--allow", "worker"],
                  ["worker", "cannot be waived"], id="allow-worker"),
+    pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--library-policy", "mine"],
+                 ["--library-policy", "own-kernels", "no-reference-ops"], id="library-policy-unknown"),
+    pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--allow-op", "conv 2d"],
+                 ["--allow-op", "conv 2d"], id="allow-op-not-a-name"),
     pytest.param(["show"], ["report"], id="show-without-file"),
 ]
 

@@ -222,9 +222,10 @@ def test_only_exact_symbols_of_the_candidates_binaries_are_own():
 def test_allowed_launches_are_those_inside_an_allowed_op():
     events = [{"kind": "op", "name": "aten::convolution", "tid": 1, "start_ns": 0, "end_ns": 100, "corr": 0},
               {"kind": "launch", "name": "cudaLaunchKernel", "tid": 1, "start_ns": 10, "end_ns": 20, "corr": 5},
-              {"kind": "launch", "name": "cudaLaunchKernel", "tid": 2, "start_ns": 10, "end_ns": 20, "corr": 6},
-              {"kind": "launch", "name": "cudaLaunchKernel", "tid": 1, "start_ns": 110, "end_ns": 120, "corr": 7}]
-    assert attribution.allowed_launches(events, frozenset({"convolution"})) == {5}
+              {"kind": "launch", "name": "cudaLaunchKernel", "tid": 1, "start_ns": 110, "end_ns": 120, "corr": 7},
+              {"kind": "launch", "name": "cudaLaunchKernel", "tid": "1", "start_ns": 10, "end_ns": 20, "corr": 8},
+              {"kind": "op", "name": "aten::mm", "tid": 1, "start_ns": 100, "end_ns": 130, "corr": 0}]
+    assert attribution.allowed_launches(events, frozenset({"convolution"})) == {5}   # malformed 8: not allowed
     assert attribution.allowed_launches(events, frozenset()) == frozenset()
 
 
