@@ -13,6 +13,7 @@ FULL = Settings(early_exit=False)   # every check gets its evidence: the matrix 
 
 def vet_entry(entry, device, problem=None, **kw):
     kw.setdefault("settings", dataclasses.replace(FULL, **dict(entry.settings)))
+    kw.setdefault("library_policy", entry.library_policy)
     return vet(entry.path, problem or entry.problem_ref, device=device, timeout=entry.timeout, **kw)
 
 

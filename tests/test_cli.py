@@ -189,6 +189,7 @@ def test_cheat_is_rejected_with_exit_1_naming_the_check(rejected):
     _, data = read_report(path)
     assert data["verdict"] == "reject"
     assert finding(data, "library-call")["status"] == "fail"
+    assert data["library_policy"]["level"] == "no-reference-ops"   # the CPU's default, recorded
 
 
 def test_allow_waives_a_check_and_records_it(waived):
@@ -198,6 +199,7 @@ def test_allow_waives_a_check_and_records_it(waived):
     assert data["verdict"] == "pass"
     assert finding(data, "library-call")["status"] == "waived"
     assert data["waived"] == ["library-call"]
+    assert data["library_policy"]["level"] == "off"
 
 
 # --------------------------------------------------------------------------- the installed entry point
@@ -271,7 +273,8 @@ def test_kernelbench_problem_file_and_candidate_pass_unchanged(kv, tmp_path):
     candidate = tmp_path / "candidate.py"
     candidate.write_text(KERNELBENCH_CANDIDATE)
     report = tmp_path / "report.json"
-    run = kv("check", candidate, "--ref", problem, "--device", "cpu", "--json", report)
+    # the candidate dispatches the reference's own mul and add: the file format is what this is about
+    run = kv("check", candidate, "--ref", problem, "--device", "cpu", "--json", report, "--library-policy", "off")
     assert run.rc == 0, run
     _, data = read_report(report)
     assert data["verdict"] == "pass"
@@ -443,6 +446,10 @@ BAD_USAGE = [
                  ["worker", "cannot be waived"], id="allow-worker"),
     pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--reused-output", "sometimes"],
                  ["--reused-output", "allow", "reject"], id="reused-output-unknown"),
+    pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--library-policy", "mine"],
+                 ["--library-policy", "own-kernels", "no-reference-ops"], id="library-policy-unknown"),
+    pytest.param(["check", HONEST_SOFTMAX, "--ref", "softmax", "--allow-op", "conv 2d"],
+                 ["--allow-op", "conv 2d"], id="allow-op-not-a-name"),
     pytest.param(["show"], ["report"], id="show-without-file"),
 ]
 

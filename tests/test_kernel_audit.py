@@ -39,17 +39,72 @@ def test_streams_takes_the_trace_as_a_witness(acts, hidden):
 
 
 def test_library_call_sees_vendor_kernels_in_the_trace():
-    ev = _ev(audit=_trace(_act(CUBLAS, 7, 1100, 2000, 5)), forbidden=frozenset({"aten::mm"}))
+    ev = _ev(audit=_trace(_act(CUBLAS, 7, 1100, 2000, 5)), forbidden=frozenset({"mm"}))
     f = REGISTRY[CheckId.LIBRARY_CALL](ev)
     assert f.status is Status.FAIL and "cublas" in f.summary
     ev.forbidden = frozenset()   # a problem that forbids nothing may use the vendor's kernels
     assert REGISTRY[CheckId.LIBRARY_CALL](ev).status is Status.PASS
 
 
-def test_a_candidates_own_kernel_named_like_a_vendors_is_its_own():
-    ev = _ev(audit=_trace(_act("cutlass_style_gemm", 7, 1100, 2000, 5)), forbidden=frozenset({"aten::mm"}),
-             kernels_defined=("cutlass_style_gemm",))
+def test_a_kernel_is_the_candidates_own_by_the_symbols_of_its_binaries():
+    ev = _ev(audit=_trace(_act("cutlass_style_gemm", 7, 1100, 2000, 5)), forbidden=frozenset({"mm"}),
+             kernels_defined=("cutlass_style_gemm",), own_kernels=frozenset({"cutlass_style_gemm"}))
     assert REGISTRY[CheckId.LIBRARY_CALL](ev).status is Status.PASS
+
+
+@pytest.mark.parametrize("decoy", ["gemm", "nvjet", "xmma", "cublas", "sm80_xmma_gemm"])
+def test_a_decoy_named_like_a_vendor_kernel_owns_none_of_its_time(decoy):
+    """A Triton kernel defined (and built) but never launched, named so that a substring match would
+    have taken cuBLAS's kernel for it: the cuBLAS kernel is not the candidate's."""
+    ev = _ev(audit=_trace(_act(CUBLAS, 7, 1100, 2000, 5)), forbidden=frozenset({"mm"}),
+             kernels_defined=(decoy,), own_kernels=frozenset({decoy}))
+    f = REGISTRY[CheckId.LIBRARY_CALL](ev)
+    assert f.status is Status.FAIL and "cublas" in f.summary, f
+    assert REGISTRY[CheckId.KERNEL_AUDIT](ev).status is Status.FAIL   # the decoy itself never ran
+
+
+def _own_kernels_ev(*acts, own=frozenset(), allowed=(), cpu_events=()):
+    from kernelvet.checks.library_policy import make_policy
+    audit = _trace(*acts)
+    audit["cpu_events"] = list(cpu_events)
+    return _ev(audit=audit, own_kernels=frozenset(own), library_policy=make_policy("own-kernels", "cuda", allowed))
+
+
+def test_own_kernels_states_the_share_of_device_time_in_the_candidates_kernels():
+    f = REGISTRY[CheckId.LIBRARY_CALL](_own_kernels_ev(
+        _act("matmul_kernel", 7, 1100, 1980, 5), _act("void at::native::vectorized_elementwise_kernel<4>", 7, 1980, 2000, 6),
+        own={"matmul_kernel"}))
+    assert f.status is Status.PASS and f.summary.startswith("98% of device time in the candidate's own kernels; 2% in "
+                                                            "PyTorch's own kernels"), f.summary
+    assert f.evidence["device_ns"] == {"own": 880, "allowed": 0, "other": 20}
+
+
+def test_own_kernels_rejects_a_composition_of_library_ops_and_a_decoy():
+    composition = _own_kernels_ev(_act("void at::native::vectorized_elementwise_kernel<4>", 7, 1100, 1900, 5),
+                                  _act("void at::native::reduce_kernel<512, 1>", 7, 1900, 2000, 6))
+    f = REGISTRY[CheckId.LIBRARY_CALL](composition)
+    assert f.status is Status.FAIL and "composition" in f.summary and "0% of device time" in f.summary, f.summary
+    decoy = _own_kernels_ev(_act(CUBLAS, 7, 1100, 2000, 5), _act("gemm", 7, 2000, 2010, 6), own={"gemm"})
+    f = REGISTRY[CheckId.LIBRARY_CALL](decoy)
+    assert f.status is Status.FAIL and "library kernels" in f.summary, f.summary
+
+
+def test_own_kernels_counts_an_allowed_ops_time_as_allowed():
+    conv = "void cudnn::cnn::implicit_convolve_sgemm<float>"
+    events = [{"kind": "op", "name": "aten::convolution", "tid": 1, "start_ns": 0, "end_ns": 100, "corr": 0},
+              {"kind": "launch", "name": "cudaLaunchKernel", "tid": 1, "start_ns": 10, "end_ns": 20, "corr": 5}]
+    acts = (_act(conv, 7, 1100, 1900, 5), _act("fused_relu_bias", 7, 1900, 2000, 6))
+    f = REGISTRY[CheckId.LIBRARY_CALL](_own_kernels_ev(*acts, own={"fused_relu_bias"}, allowed=["conv2d"],
+                                                       cpu_events=events))
+    assert f.status is Status.PASS and "in allowed ops (conv2d)" in f.summary, f.summary
+    f = REGISTRY[CheckId.LIBRARY_CALL](_own_kernels_ev(*acts, own={"fused_relu_bias"}, cpu_events=events))
+    assert f.status is Status.FAIL, f.summary
+
+
+def test_own_kernels_without_a_trace_is_not_run():
+    from kernelvet.checks.library_policy import make_policy
+    f = REGISTRY[CheckId.LIBRARY_CALL](_ev(library_policy=make_policy("own-kernels", "cuda")))
+    assert f.status is Status.SKIP and "audit" in f.summary
 
 
 @pytest.mark.parametrize("acts, defined, status", [
@@ -60,7 +115,8 @@ def test_a_candidates_own_kernel_named_like_a_vendors_is_its_own():
     ((), (), Status.FAIL),
 ])
 def test_kernel_audit_decides_what_only_the_trace_tells(acts, defined, status):
-    f = REGISTRY[CheckId.KERNEL_AUDIT](_ev(audit=_trace(*acts), kernels_defined=defined))
+    built = frozenset({"matmul_kernel"} & set(defined))   # what the candidate's build produced
+    f = REGISTRY[CheckId.KERNEL_AUDIT](_ev(audit=_trace(*acts), kernels_defined=defined, own_kernels=built))
     assert f.status is status, f
 
 

@@ -468,9 +468,3 @@ def test_calling_an_unknown_name_is_never_a_hit(name):
 def test_any_alias_of_torch_is_followed(alias):
     hits = scan_source(f"import torch as {alias}\n{alias}.mm(a, b)\n")
     assert [(h.op, h.line, h.how) for h in hits] == [("torch.mm", 2, "call")]
-
-
-def test_heavy_ops_keeps_what_the_candidate_must_write_and_drops_glue():
-    from kernelvet.checks.source_scan import heavy_ops
-    traced = {"aten::mm", "aten::t", "aten::empty.memory_format", "aten::_softmax.default", "aten::add.Tensor"}
-    assert heavy_ops(traced) == {"aten::mm", "aten::_softmax"}

@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=_seconds, default=300.0, help="seconds for the whole candidate (default 300)")
     c.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
                    help="waive a check (recorded in the report); repeatable")
+    c.add_argument("--library-policy", choices=("own-kernels", "no-reference-ops", "off"), default=None,
+                   help="what the candidate must write itself: own-kernels = the bulk of its device time in "
+                        "kernels its source builds (default on CUDA), no-reference-ops = none of the ops the "
+                        "reference dispatches (default on the CPU), off = no rule (as --allow library-call)")
+    c.add_argument("--allow-op", action="append", default=[], metavar="OP",
+                   help="a library op the candidate may call under any policy, e.g. conv2d; repeatable")
     c.add_argument("--audit", choices=AUDIT_MODES, default="auto",
                    help="kernel audit with the profiler (CUDA): auto = only for candidates every other check "
                         "passed (default), always, never")
@@ -152,7 +158,7 @@ def vet_and_render(args, prob, launcher, *, prepare_next: bool, console=None) ->
         settings = Settings(reused_output=getattr(args, "reused_output", "allow"))
         report = vet(args.candidate, prob, device=args.device, seed=args.seed, timeout=args.timeout,
                      allow=args.allow, audit=args.audit, launcher=launcher, prepare_next=prepare_next,
-                     settings=settings)
+                     settings=settings, library_policy=args.library_policy, allow_ops=args.allow_op)
     except HarnessError as exc:
         if args.json:  # an `error` verdict is a verdict too: the report says what failed
             _write(args.json, json.dumps({"version": REPORT_VERSION, "verdict": "error", "error": str(exc),

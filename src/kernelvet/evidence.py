@@ -59,6 +59,8 @@ class Evidence:
     reached: set[str] = dataclasses.field(default_factory=set)   # phases the run got through
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     judged_on: torch.device = torch.device("cpu")   # where outputs, references and inputs are compared
+    library_policy: Any = None              # checks.library_policy.Policy: what the candidate must write itself
+    own_kernels: frozenset[str] = frozenset()   # kernel symbols of the binaries the candidate's builds loaded
     _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def add_call(self, phase: str, set_id: int, values_of: int, meta: dict, output: torch.Tensor | None) -> None:

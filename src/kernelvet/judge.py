@@ -6,6 +6,8 @@ what comes back as evidence, and lets the checks decide. The plan, in order:
   reference: load -> inputs -> two traced calls -> timing (then dropped, its memory overwritten)
   candidate: load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache
   (determinism) -> fresh sets B, C -> A overwritten in place (caching) -> ordering probe (CUDA)
+  -> kernel audit (CUDA, when the library policy is own-kernels: it decides on the audit's trace, so a
+  library call in disguise is rejected before it is timed)
   -> timing on A, B, C (rotating, L2 flushed, outputs verified; unseen sets interleaved, once
   each; timed again where the drain says hidden work, or the unseen pairs say remembered
   answers, the latter on newly drawn unseen sets) -> N back-to-back calls bracketed by the
@@ -33,7 +35,8 @@ import torch
 
 from . import checks, codec, devices, metrics, sizes, spares, spawn, weights
 from .checks.kernel_audit import defined_kernels
-from .checks.source_scan import forbidden_for_aten_ops, heavy_ops, scan_source
+from .checks import attribution, library_policy as policies
+from .checks.source_scan import forbidden_for_aten_ops, scan_source
 from .checks import caching, streams
 from .checks.timers import judge_clock
 from .dispatch_modes import defer_dynamo
@@ -116,19 +119,24 @@ def warm_judge(device: str = "auto", flops: float | None = None) -> None:
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
         timeout: float = 300.0, allow=(), settings: Settings | None = None,
         launcher: spawn.Launcher | None = None, audit: str = "auto", prepare_next: bool = True,
-        reference: ReferenceCache | None = None) -> Report:
+        reference: ReferenceCache | None = None, library_policy: str | None = None, allow_ops=()) -> Report:
     """Vet one candidate file against a problem; return the report (raises only UsageError/HarnessError).
 
     `audit`: the profiler's kernel audit (CUDA) - `auto` runs it only for a candidate every other
-    check passed (0.06-0.09 s per vet on an H200), `always`, or `never`.
+    check passed (0.06-0.09 s per vet on an H200), `always`, or `never`. The library policy
+    own-kernels takes its trace whatever `audit` says, after the checked calls, for any candidate
+    the cheaper checks have not rejected.
     `prepare_next`: on CUDA, start the next vet's worker as this one ends (its CUDA start-up is
     then off the next vet's clock); a one-off vet (the CLI) has no next.
     `reference`: the problem's reference model, input sets and float64 references, shared with
-    the other vets of the same problem (refcache.py); its seed is the vet's secret seed."""
+    the other vets of the same problem (refcache.py); its seed is the vet's secret seed.
+    `library_policy`: what the candidate must write itself (checks/library_policy.py): `own-kernels`
+    (the default on CUDA), `no-reference-ops` (the default on the CPU) or `off`; `allow_ops` names
+    library ops permitted under any level (with the problem file's `ALLOWED_OPS`)."""
     try:
         return _vet(candidate, problem, device=device, seed=seed, timeout=timeout, allow=allow,
                     settings=settings, launcher=launcher, audit=audit, prepare_next=prepare_next,
-                    reference=reference)
+                    reference=reference, library_policy=library_policy, allow_ops=allow_ops)
     finally:
         if torch.cuda.is_initialized():
             # The references, inputs and outputs the judge compared on the device are garbage now;
@@ -138,7 +146,7 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
 
 def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | None, timeout: float, allow,
          settings: Settings | None, launcher: spawn.Launcher | None, audit: str, prepare_next: bool,
-         reference: ReferenceCache | None = None) -> Report:
+         reference: ReferenceCache | None = None, library_policy: str | None = None, allow_ops=()) -> Report:
     settings = settings or Settings()
     if settings.fresh_sets < 3:
         raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
@@ -157,6 +165,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     prob = problem if isinstance(problem, Problem) else load_problem(problem)
     dev = devices.resolve(device)
     waived = _parse_allow(allow)
+    policy, waived = _library_policy(library_policy, dev, allow_ops, prob, waived)
     source = kernelbench.read_source(candidate, "candidate")
     with open(candidate, "rb") as fh:   # the file's bytes, as `sha256sum` sees them (a BOM included)
         source_sha256 = hashlib.sha256(fh.read()).hexdigest()
@@ -263,10 +272,12 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
             reference_error=ref_run["error"], poison_words=poison_words,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
-        ev.forbidden = prob.forbidden or heavy_ops(ref_run["aten_ops"])
+        ev.library_policy = policy
+        ev.forbidden = policies.forbidden_ops(prob.forbidden or ref_run["aten_ops"], policy)
         ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
         try:
-            ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden), filename=candidate)
+            ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden) | _BELOW_DISPATCHER
+                                         if ev.forbidden else frozenset(), filename=candidate)
         except SyntaxError:
             ev.source_hits = []
         ev.kernels_defined = defined_kernels(source)
@@ -313,7 +324,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         candidate=os.path.abspath(candidate), candidate_sha256=source_sha256,
         device={**info, "judged_on": str(judged_on)}, seed=secret, versions=_versions(),
         waived=tuple(sorted(waived, key=str)),
-        candidate_output=output, phases_s=phases, requests_s=requests, containment=containment)
+        candidate_output=output, phases_s=phases, requests_s=requests, containment=containment,
+        library_policy=policy.to_json())
 
 
 def _judged_on(dev: torch.device, flops: float | None, model, sample: list):
@@ -611,6 +623,11 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         if stop_if_failed("the checked calls"):
             phases["checks"] = time.monotonic() - t0
             return w.output()
+        if _policy_needs_trace(ev):   # before timing: a library call in disguise costs no timing
+            _audit(w, ev, fresh, max_blob, record, phases)
+            if stop_if_failed("the kernel audit"):
+                phases["checks"] = time.monotonic() - t0
+                return w.output()
         if probe:
             t1 = time.monotonic()
             upload(_PROBE)
@@ -638,13 +655,8 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
             ev.loop = _judge_clock_attempts(w, ev, fresh, settings, max_blob, record)
             ev.reached.add("loop")
             phases["judge-clock"] = time.monotonic() - t0
-        if _audit_wanted(ev, audit, waived):
-            t0 = time.monotonic()
-            msg = record("audit", fresh[-1], w.request("audit", {"set": fresh[-1], "sleep_ms": _gate_ms(ev)},
-                                                       max_blob_bytes=max_blob))
-            ev.audit = dict(msg.body)
-            ev.reached.add("audit")
-            phases["audit"] = time.monotonic() - t0
+        if ev.audit is None and _audit_wanted(ev, audit, waived):
+            _audit(w, ev, fresh, max_blob, record, phases)
         record("end", None, w.request("integrity"))
         ev.reached.add("end")
     except spawn.CandidateRaised as exc:
@@ -699,6 +711,51 @@ def _faults_kept(body: dict, other: dict) -> dict:
     """A timing body with what either run saw wrong in the outputs (the larger counts)."""
     return {**body, **{k: max(int(body.get(k, 0)), int(other.get(k, 0)))
                        for k in ("mismatches", "overruns", "non_tensor", "reused_output_reps")}}
+
+
+def _audit(w, ev: Evidence, fresh, max_blob, record, phases) -> None:
+    """One call under the profiler (CUDA), with the binaries the candidate's builds loaded; the
+    judge reads their kernel symbols itself (checks/attribution.py)."""
+    t0 = time.monotonic()
+    policy = ev.library_policy
+    body = {"set": fresh[-1], "sleep_ms": _gate_ms(ev), "own": True,
+            "ops": bool(policy and policy.needs_trace and policy.allowed_ops)}
+    msg = record("audit", fresh[-1], w.request("audit", body, max_blob_bytes=max_blob + attribution.MAX_BINARY_BYTES))
+    ev.audit = dict(msg.body)
+    ev.own_kernels = attribution.own_symbols(codec.from_blob(b).numpy().tobytes() for b in msg.tensors)
+    ev.reached.add("audit")
+    phases["audit"] = time.monotonic() - t0
+
+
+def _policy_needs_trace(ev: Evidence) -> bool:
+    """own-kernels on CUDA decides on the audit's trace: it runs whenever library-call is on."""
+    policy = ev.library_policy
+    return (ev.device.type == "cuda" and policy is not None and policy.needs_trace
+            and CheckId.LIBRARY_CALL in ev.enabled)
+
+
+# Source-scan names of code below the dispatcher, forbidden whenever any op is: the dispatch trace
+# cannot see them, so there the scan's hit decides (checks/library_policy.py, below_dispatcher).
+_BELOW_DISPATCHER = frozenset({"cublas*", "cublasLt*", "cudnn*", "cutlass", "rocblas*", "hipblas*", "cublas-link",
+                               "cudnn-link", "rocblas-link", "hipblas-link", "at::cuda::blas", "at::native",
+                               "flash_attn*", "xformers*", "blas-symbol"})
+
+
+def _library_policy(level, dev, allow_ops, prob: Problem, waived):
+    """The library policy as it applies, and the waived checks (`off` waives library-call)."""
+    try:
+        level = policies.parse_level(level, dev.type)
+    except ValueError as exc:
+        raise UsageError(f"--library-policy: {exc}") from None
+    if level == "off":
+        waived = waived | {CheckId.LIBRARY_CALL}
+    elif CheckId.LIBRARY_CALL in waived:
+        level = "off"
+    named = [*(allow_ops or ()), *prob.allowed_ops]
+    for op in named:
+        if not isinstance(op, str) or not policies.base_name(op).isidentifier():
+            raise UsageError(f"--allow-op {op!r}: expected an op name such as conv2d or aten::mm")
+    return policies.make_policy(level, dev.type, named), waived
 
 
 def _audit_wanted(ev: Evidence, audit: str, waived) -> bool:

@@ -42,6 +42,7 @@ class Problem:
     bytes_moved: float | None = None
     forbidden: frozenset[str] | None = None   # None: derive from the ops the reference dispatches
     output_arg: int | None = None             # index of an input that is the output buffer (OUTPUT_ARG)
+    allowed_ops: tuple[str, ...] = ()         # library ops the candidate may call under any policy (ALLOWED_OPS)
 
     def to_json(self) -> dict:
         return {"name": self.name, "source": self.path or "builtin", "flops": self.flops,
@@ -223,8 +224,13 @@ def load_problem(ref: str, shape: tuple[int, ...] | None = None, dtype: str | No
     output_arg = getattr(mod, "OUTPUT_ARG", None)
     if output_arg is not None and (type(output_arg) is not int or output_arg < 0):
         raise UsageError(f"{ref}: OUTPUT_ARG must be the index of the output-buffer input, got {output_arg!r}")
+    allowed = getattr(mod, "ALLOWED_OPS", ())
+    if isinstance(allowed, str) or not isinstance(allowed, (list, tuple)) \
+            or not all(isinstance(op, str) for op in allowed):
+        raise UsageError(f"{ref}: ALLOWED_OPS must be a list of op names such as ['conv2d'], got {allowed!r}")
     return Problem(os.path.basename(ref), {"kind": "file", "path": path}, mod, path,
-                   _count(mod, "FLOPS", ref), _count(mod, "BYTES", ref), output_arg=output_arg)
+                   _count(mod, "FLOPS", ref), _count(mod, "BYTES", ref), output_arg=output_arg,
+                   allowed_ops=tuple(allowed))
 
 
 def _count(mod, name: str, ref: str) -> float | None:

@@ -146,6 +146,7 @@ class Report:
     # round trips to the worker by request type: [count, seconds] (where the phases' time went)
     requests_s: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     containment: Mapping[str, Any] = dataclasses.field(default_factory=dict)   # what confined the worker
+    library_policy: Mapping[str, Any] = dataclasses.field(default_factory=dict)   # level, judged as, allowed ops
 
     @property
     def failed(self) -> tuple[Finding, ...]:
@@ -172,6 +173,7 @@ class Report:
             "phases_s": _jsonable(dict(self.phases_s)),
             "requests_s": _jsonable(dict(self.requests_s)),
             "containment": _jsonable(dict(self.containment)),
+            "library_policy": _jsonable(dict(self.library_policy)),
         }
 
     def dumps(self) -> str:

@@ -34,7 +34,7 @@ _REPLY_FIELDS = {
     "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_pairs", "mismatches", "non_tensor",
               "first_sets", "overruns", "warmup_calls", "synced_ms", "lead_ms", "unseen_in_place",
               "reused_output_reps", "outputs_copied"},
-    "audited": {"activities", "dropped"},
+    "audited": {"activities", "dropped", "cpu_events", "binaries"},
     "looped": {"exact_tensor"},
     "prepared": {"start_s", "warm_failed", "device", "flush_bytes"},
     "state": set(),

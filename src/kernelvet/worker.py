@@ -39,7 +39,7 @@ REQUESTS = {
                        "null_reps", "reps_per_sync"}),
     "loop": frozenset({"set", "n", "null", "fetch"}),
     "probe": frozenset({"set", "sleep_ms"}),
-    "audit": frozenset({"set", "sleep_ms"}),
+    "audit": frozenset({"set", "sleep_ms", "own", "ops"}),
     "prepare": frozenset({"device", "flush_factor"}),
     "release": frozenset({"empty_cache"}),
     "integrity": frozenset(),
@@ -101,12 +101,12 @@ class _Bound:
         self.zeros, self.cat, self.ne, self.any = o["torch.zeros"], o["torch.cat"], o["torch.ne"], o["torch.any"]
         self.add_ = o["torch.Tensor.add_"]
 
-    def kernel_trace(self, cuda: bool = True):
+    def kernel_trace(self, cuda: bool = True, cpu: bool = False):
         """Torch's profiler (Kineto; CUPTI for CUDA) one level below `torch.profiler.profile`, whose
         start asks `hasattr(torch, "_inductor")` and so imports Inductor and Dynamo: ~5 s in a
         fresh worker on an H200, paid by every audit once the launcher stopped
         importing Dynamo. Events: `.kineto_results.events()` after the block."""
-        return self._profile(use_cpu=not cuda, use_device="cuda" if cuda else None, use_kineto=True)
+        return self._profile(use_cpu=cpu or not cuda, use_device="cuda" if cuda else None, use_kineto=True)
 
     def moved(self) -> list[str]:
         return sorted(name for name, (obj, attr) in self.CLOCKS.items()
@@ -260,6 +260,7 @@ class Worker:
             self._forget_reference()
         t0 = self.bound.pc()
         if target["kind"] == "candidate":
+            self.candidate_dir = os.path.dirname(os.path.abspath(target["path"]))
             module = self._run_candidate("importing the candidate", _import_file, target["path"])
             entry = getattr(module, target["entry"], None)
             if entry is None:
@@ -616,21 +617,32 @@ class Worker:
         inputs = self.sets[s]
         self._paint_for_call(s)
         self._sync()
-        with self.bound.kernel_trace() as prof:
+        ops = bool(msg.body.get("ops"))   # CPU events too: which aten op launched what (allowed ops)
+        with self.bound.kernel_trace(cpu=ops) as prof:
             self._spin(float(msg.body["sleep_ms"]) / 1e3)
             self._run_candidate("audited call", self.fn, *inputs)
             self._spin(1e-6)
             self._sync()
             self.bound.sleep(self.settle_s)
             self._sync()
-        acts = []
+        acts, cpu_events = [], []
         for e in prof.kineto_results.events():
             if "cuda" not in str(e.device_type()).lower():
+                if ops:
+                    cpu_events += _cpu_event(e)
                 continue
             acts.append({"name": e.name()[:300], "stream": int(e.device_resource_id()), "start_ns": int(e.start_ns()),
                          "end_ns": int(e.end_ns()), "corr": int(e.correlation_id())})
         acts.sort(key=lambda a: a["corr"])
-        return "audited", {"activities": acts[:AUDIT_MAX], "dropped": max(len(acts) - AUDIT_MAX, 0)}, []
+        body = {"activities": acts[:AUDIT_MAX], "dropped": max(len(acts) - AUDIT_MAX, 0)}
+        blobs = []
+        if ops:
+            body["cpu_events"] = cpu_events[:4 * AUDIT_MAX]
+        if msg.body.get("own"):
+            found = _own_binaries(getattr(self, "candidate_dir", None))
+            body["binaries"] = [{"kind": kind, "name": name} for kind, name, _ in found]
+            blobs = [codec.to_blob(torch.frombuffer(bytearray(data), dtype=torch.uint8)) for _, _, data in found]
+        return "audited", body, blobs
 
     def _do_loop(self, msg):
         """N back-to-back calls ending in a device-wide sync; the judge's clock brackets this. The
@@ -952,6 +964,68 @@ def _null_call(*args):
 
 GUARD = 4096   # elements of guard band on each side of a problem-supplied output buffer
 AUDIT_MAX = 2000   # device activities kept from one audited call
+OWN_BINARIES_MAX = 64            # binaries of the candidate's own builds sent with an audit, at most
+OWN_BINARIES_BYTES = 64 << 20    # and their bytes, at most
+_LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
+             "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch")
+
+
+def _cpu_event(e) -> list[dict]:
+    """An aten op or a kernel launch call from the profiler's CPU side, for attributing launches to ops."""
+    name = e.name()
+    kind = "op" if name.startswith("aten::") else "launch" if name.startswith(_LAUNCHES) else None
+    if kind is None:
+        return []
+    tid = getattr(e, "start_thread_id", None)
+    return [{"kind": kind, "name": name[:200], "tid": int(tid()) if tid else 0, "start_ns": int(e.start_ns()),
+             "end_ns": int(e.end_ns()), "corr": int(e.correlation_id())}]
+
+
+def _own_binaries(candidate_dir: str | None) -> list[tuple[str, str, bytes]]:
+    """(kind, name, bytes) of the binaries this worker's candidate built and loaded: the code of every
+    Triton kernel compiled or loaded here (kernelvet's own warm-up kernel aside), and the shared
+    objects mapped from torch's extension build directory, the candidate's directory or the temp
+    directory. The judge reads their function symbols itself (checks/attribution.py)."""
+    import tempfile
+    found: list[tuple[str, str, bytes]] = []
+    compiler = sys.modules.get("triton.compiler.compiler")
+    kernel_type = getattr(compiler, "CompiledKernel", None)
+    if kernel_type is not None:
+        for obj in gc.get_objects():
+            if type(obj) is not kernel_type:
+                continue
+            fn = getattr(getattr(obj, "src", None), "fn", None)
+            if getattr(fn, "__module__", None) == "kernelvet.warm":
+                continue
+            data = getattr(obj, "kernel", None)
+            if isinstance(data, (bytes, bytearray)):
+                found.append(("triton", str(getattr(obj, "name", ""))[:200], bytes(data)))
+    roots = [tempfile.gettempdir()] + ([candidate_dir] if candidate_dir else [])
+    try:
+        from torch.utils.cpp_extension import get_default_build_root
+        roots.append(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    except Exception:  # noqa: BLE001 - no extension support: no extension binaries
+        pass
+    roots = [os.path.realpath(r) + os.sep for r in roots if r]
+    try:
+        with open("/proc/self/maps") as fh:
+            paths = {line.split(None, 5)[5].strip() for line in fh if len(line.split(None, 5)) == 6}
+    except OSError:
+        paths = set()
+    for path in sorted(paths):
+        if ".so" in os.path.basename(path) and os.path.realpath(path).startswith(tuple(roots)):
+            try:
+                with open(path, "rb") as fh:
+                    found.append(("extension", path[-200:], fh.read(OWN_BINARIES_BYTES)))
+            except OSError:
+                continue
+    out, total = [], 0
+    for item in found[:OWN_BINARIES_MAX]:
+        total += len(item[2])
+        if total > OWN_BINARIES_BYTES:
+            break
+        out.append(item)
+    return out
 
 
 def _same_bits(bound: _Bound, a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-__all__ = ["SourceHit", "DEFAULT_FORBIDDEN", "scan_source", "forbidden_for_aten_ops", "heavy_ops"]
+__all__ = ["SourceHit", "DEFAULT_FORBIDDEN", "scan_source", "forbidden_for_aten_ops", "strip_cxx_comments"]
 
 
 @dataclass(frozen=True)
@@ -111,31 +111,16 @@ _FAMILIES = (
             nn=("MultiheadAttention",), extra=("cudnn*", "cutlass", "flash_attn*", "xformers*")),
 )
 
-# Ops whose presence in the reference marks what the candidate was asked to write itself.
-_HEAVY = {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "linear", "dot", "mv", "addmv", "einsum",
-          "tensordot", "_softmax", "softmax", "_log_softmax", "log_softmax", "convolution", "_convolution",
-          "conv1d", "conv2d", "conv3d", "cudnn_convolution", "conv_transpose2d", "native_layer_norm",
-          "layer_norm", "native_group_norm", "native_batch_norm", "_scaled_dot_product_flash_attention",
-          "_scaled_dot_product_efficient_attention", "scaled_dot_product_attention", "_scaled_mm",
-          "cudnn_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"}
-
-
-def heavy_ops(ops: Iterable[str]) -> frozenset[str]:
-    """The traced aten ops ("aten::mm", "aten::_softmax.default") that are what a candidate is asked to write."""
-    names = {op.split("::", 1)[-1].split(".", 1)[0] for op in ops}
-    return frozenset(f"aten::{n}" for n in names if n in _HEAVY)
-
-
 _ATEN_PREFIXES = ("torch.ops.aten.", "aten::", "aten.")
 
 
 def forbidden_for_aten_ops(aten_ops: Iterable[str]) -> frozenset[str]:
     """Canonical source-scan names that cover traced aten ops ("aten::mm", "aten.addmm.default", "mm").
 
-    Known heavy ops map to their whole family (the matmul family is `DEFAULT_FORBIDDEN`); an unknown op
+    Known op families map to their whole family (the matmul family is `DEFAULT_FORBIDDEN`); another op
     maps to {"aten.<name>", "torch.<name>"}. An entry that is already a canonical name or pattern
-    ("torch.mm", "F.linear", "cublas*") passes through unchanged. Pass only the heavy ops: a shape op
-    such as "aten::t" would forbid `x.t()`.
+    ("torch.mm", "F.linear", "cublas*") passes through unchanged. Pass only compute ops
+    (checks/library_policy.py): a shape op such as "aten::t" would name `x.t()`.
     """
     if isinstance(aten_ops, str):
         aten_ops = [aten_ops]
@@ -248,6 +233,10 @@ _EVALS = frozenset({"eval", "exec", "compile", "builtins.eval", "builtins.exec",
 
 _CXX_SYMBOL = re.compile(r"\b(?:cublas[A-Z]\w*|cudnn[A-Z]\w*|rocblas_\w+|hipblas\w+)")
 _CUTLASS = re.compile(r"\bcutlass(?:::|/)")
+# BLAS entry points by the standard's names (Fortran `sgemm_`, CBLAS `cblas_sgemm`) and MKL/oneDNN's:
+# reached through ctypes (libtorch exports its BLAS), they run below the dispatcher, where no trace sees.
+_BLAS_SYMBOL = re.compile(r"\b(?:cblas_[a-z]\w*|(?:[sdcz](?:gemm|gemv|ger|symm|symv|syrk|syr2k|trmm|trsm|trmv|axpy|"
+                          r"dot|scal|gemm3m)|[cz]dot[cu]|[sd]sdot)_|mkl_\w*(?:gemm|blas)\w*|dnnl_\w+)(?!\w)")
 _ATEN_CXX = re.compile(r"\b(?:at|torch)::((?:\w+::)*)(\w+)")
 _LINK = re.compile(r"(?<![\w-])-l(cublas|cudnn|rocblas|hipblas)\w*"
                    r"|\blib(cublas|cudnn|rocblas|hipblas)\w*\.(?:so|dll|dylib)")
@@ -257,10 +246,16 @@ _LOOKS_CXX = re.compile(r"#\s*include|::|->|[;{}]")  # gate for `x.mm(`: prose l
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)+")
 
 
+_BACKEND_NS = frozenset({"native", "cpu", "cuda", "meta", "mps", "compositeexplicitautograd",
+                         "compositeimplicitautograd", "compositeexplicitautogradnonfunctional"})
+
+
 def _aten_cxx_canonical(namespaces: str, name: str) -> str:
     ns = [p for p in namespaces.split("::") if p]
     if ns[:1] == ["_ops"] and len(ns) >= 2:              # at::_ops::mm::call(...)
         name = ns[1]
+    elif ns[:1] == ["native"] or (ns[:1] and ns[0] in _BACKEND_NS and len(ns) == 1 and _is_aten_op(name)):
+        return "at::native"                              # at::native::mm, at::cpu::mm: past the dispatcher
     elif ns[:1] == ["cuda"] and (ns[1:2] == ["blas"] or "blas" in name.lower()):
         return "at::cuda::blas"                          # at::cuda::blas::gemm, getCurrentCUDABlasHandle
     for suffix in ("_out", "_symint"):                   # at::mm_out(out, a, b) is at::mm
@@ -269,12 +264,41 @@ def _aten_cxx_canonical(namespaces: str, name: str) -> str:
     return "at::" + _strip_inplace(name)
 
 
+def _is_aten_op(name: str) -> bool:
+    """`at::cuda::mm` is ATen's CUDA kernel for mm; `at::cuda::getCurrentCUDAStream` is no op."""
+    try:
+        import torch
+        return hasattr(torch.ops.aten, _strip_inplace(name.removesuffix("_out")))
+    except Exception:  # noqa: BLE001 - no registry to ask: count it as an op
+        return True
+
+
+_CXX_LEXEME = re.compile(r'R"([^()\\\s]{0,16})\((?:.|\n)*?\)\1"'   # raw string literal
+                         r'|"(?:\\.|[^"\\\n])*"'                        # string literal
+                         r"|'(?:\\.|[^'\\\n])*'"                        # character literal
+                         r"|//(?:\\\n|[^\n])*"                          # line comment (a trailing \ continues it)
+                         r"|/\*(?:.|\n)*?(?:\*/|$)")                       # block comment
+
+
+def strip_cxx_comments(text: str) -> str:
+    """C/C++ text with its comments blanked (newlines kept, so offsets and lines stay): a comment
+    saying "same result as at::matmul" calls nothing. String and character literals are kept."""
+    def blank(m: re.Match) -> str:
+        got = m.group(0)
+        if got.startswith(("//", "/*")):
+            return "".join(c if c == "\n" else " " for c in got)
+        return got
+    return _CXX_LEXEME.sub(blank, text)
+
+
 def _cxx_matches(text: str) -> Iterator[tuple[int, str, str]]:
     """(offset, matched text, canonical op) for every C/C++ library reference in a string."""
     for m in _CXX_SYMBOL.finditer(text):
         yield m.start(), m.group(0), m.group(0)
     for m in _CUTLASS.finditer(text):
         yield m.start(), m.group(0), "cutlass"
+    for m in _BLAS_SYMBOL.finditer(text):
+        yield m.start(), m.group(0), "blas-symbol"
     for m in _ATEN_CXX.finditer(text):
         yield m.start(), m.group(0), _aten_cxx_canonical(m.group(1), m.group(2))
     for m in _LINK.finditer(text):
@@ -723,6 +747,9 @@ class _Scanner:
             self._add_op("@", node.target, node.value, "@=")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self._visit_import(node)
+        elif isinstance(node, ast.Attribute) and _BLAS_SYMBOL.fullmatch(node.attr):   # lib.sgemm_ (ctypes)
+            self._add("blas-symbol", node.end_lineno, self._col(node.end_lineno, node.end_col_offset) - len(node.attr),
+                      "attribute")
         if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) and node not in self._internal \
                 and isinstance(getattr(node, "ctx", None), (ast.Load, type(None))):
             ref = self._ref(node)
@@ -823,7 +850,7 @@ class _Scanner:
             run = []
 
     def _scan_text(self, text: str, first: ast.AST, last: ast.AST) -> None:
-        for offset, matched, canon in _cxx_matches(text):
+        for offset, matched, canon in _cxx_matches(strip_cxx_comments(text)):
             if not self._forbidden(canon):
                 continue
             line = min(max(first.lineno + text.count("\n", 0, offset), first.lineno), last.end_lineno)

@@ -30,6 +30,9 @@ class Entry:
     note: str = ""
     timeout: float = 300.0             # seconds for the whole candidate (short for ones that hang)
     settings: tuple = ()               # (name, value) Settings the entry is judged under, beyond the defaults
+    # The matrix's library policy: no-reference-ops proves each check's mechanism on every device;
+    # None (the device's default, own-kernels on CUDA) for honest kernels whose work is their own.
+    library_policy: str | None = "no-reference-ops"
 
     def sole(self, device: str) -> bool:
         return device in self.sole_on
@@ -67,8 +70,13 @@ def _cheat(name, pattern, problem, devices, *catches, note="", sole_on=None, tim
                  tuple(settings))
 
 
-def _honest(name, problem, devices):
-    return Entry(name, "honest", None, "honest", problem, devices)
+def _honest(name, problem, devices, library_policy="no-reference-ops"):
+    return Entry(name, "honest", None, "honest", problem, devices, library_policy=library_policy)
+
+
+def _own(name, problem, devices):
+    """An honest kernel whose device time is its own: vetted under the device's default policy."""
+    return _honest(name, problem, devices, library_policy=None)
 
 
 CORPUS: tuple[Entry, ...] = (
@@ -143,11 +151,13 @@ CORPUS: tuple[Entry, ...] = (
     _honest("residual_bf16", "residual_bf16.py", BOTH),
     _honest("relu", "relu.py", BOTH),
     _honest("matmul_out", "matmul_out.py", BOTH),
-    _honest("triton_gemm_ieee", "matmul", ("cuda",)),
-    _honest("triton_gemm_autotuned", "matmul", ("cuda",)),
-    _honest("triton_softmax", "softmax", ("cuda",)),
-    _honest("synced_side_stream", "matmul", ("cuda",)),
-    _honest("cuda_tiled_gemm", "matmul", ("cuda",)),
+    _honest("linear_weights_holder", "linear.py", BOTH),
+    _honest("inline_cpp_commented", "matmul", ("cpu",)),
+    _own("triton_gemm_ieee", "matmul", ("cuda",)),
+    _own("triton_gemm_autotuned", "matmul", ("cuda",)),
+    _own("triton_softmax", "softmax", ("cuda",)),
+    _own("synced_side_stream", "matmul", ("cuda",)),
+    _own("cuda_tiled_gemm", "matmul", ("cuda",)),
     _honest("compiled_elementwise", "relu.py", BOTH),
     _honest("persistent_pool", "matmul", BOTH),
     _honest("backend_flags", "matmul", BOTH),

@@ -237,7 +237,7 @@ def run_row(entry: Entry, device: str, ablate: bool, launcher=None, bench: Naive
 def _vet(entry: Entry, device: str, allow=(), launcher=None, whole: bool = True):
     """`whole`: the whole plan, no early exit, so the table shows every check that fires. With a
     check waived (the matrix) only the verdict counts, and an early stop cannot change it."""
-    return vet(entry.path, entry.problem_ref, device=device, allow=allow,
+    return vet(entry.path, entry.problem_ref, device=device, allow=allow, library_policy=entry.library_policy,
                timeout=entry.timeout, settings=Settings(early_exit=not whole, **dict(entry.settings)),
                launcher=_live(launcher))
 

@@ -1,0 +1,16 @@
+"""Level 1, activation: softmax over the last dimension."""
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(32, 512)]
+
+
+def get_init_inputs():
+    return []
