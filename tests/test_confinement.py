@@ -339,3 +339,61 @@ def test_a_cuda_worker_can_neither_see_nor_signal_nor_read_the_judge(launcher, w
     for pid in (os.getpid(), launcher.proc.pid):
         assert f"DENIED {pid} mem" in out and f"DENIED {pid} environ" in out, out
     assert os.path.exists(f"/proc/{os.getpid()}")   # and the judge runs on
+
+
+@pytest.fixture
+def nobodys_dir():
+    import pathlib
+    import shutil
+    import tempfile
+    d = pathlib.Path(tempfile.mkdtemp(prefix="kernelvet-test-", dir="/tmp"))
+    os.chown(d, 65534, 65534)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_as_another_user_the_worker_gets_a_user_namespace(nobodys_dir):
+    """The path a non-root user takes: unprivileged user namespaces, where the kernel allows them
+    (tried here by a child that gives up root first)."""
+    if not ROOT:
+        pytest.skip("needs root to become another user for the test")
+    from kernelvet import namespaces
+    tmp_path = nobodys_dir
+    cwd = tmp_path / "w"
+    cwd.mkdir()
+    os.chown(cwd, 65534, 65534)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            os.setsid()
+            took = namespaces.enter(str(cwd), cuda=False)
+            try:
+                open(os.path.join(os.path.dirname(str(cwd)), "outside"), "w").close()
+                took["wrote_outside"] = True
+            except OSError:
+                took["wrote_outside"] = False
+            took["judge_visible"] = os.path.exists(f"/proc/{os.getppid() or 0}/environ") and os.getppid() > 1
+            os.write(w, json.dumps(took).encode())
+        except BaseException as exc:  # noqa: BLE001
+            os.write(w, json.dumps({"refused": f"{type(exc).__name__}: {exc}"}).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    took = json.loads(data)
+    if took.get("refused", "").startswith("Unconfinable: unshare"):
+        pytest.skip(f"this kernel refuses unprivileged user namespaces: {took['refused']}")
+    assert {"user", "mount", "pid", "net", "ipc", "uts"} <= set(took["namespaces"]), took
+    assert took["uid"] == 65534 and took["no_new_privs"] is True
+    assert all(v.endswith("=0000000000000000") for v in took["capabilities"].split(",")), took
+    assert took["wrote_outside"] is False and took["judge_visible"] is False
+    assert not (tmp_path / "outside").exists()

@@ -98,6 +98,8 @@ def enter(cwd: str, cuda: bool) -> dict:
     flags = flags_for(cuda, root)
     uid, gid = os.getuid(), os.getgid()
     wuid = wgid = (UID_BASE + os.getpid()) if root else None
+    if not root:   # forked from a process that is not dumpable: /proc/self would not be ours to write
+        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
     _check(_libc.unshare(flags), "unshare")
     if not root:
         for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
