@@ -43,6 +43,9 @@ from . import containment, namespaces, reaper
 
 _SPAWN_KEYS = frozenset({"op", "job", "cwd", "log", "limits", "cuda"})
 CONFINE = "off"     # what the workers get: this launcher's mode, from its command line
+# Where a worker's compile caches go, under its directory's .cache ("": the directory itself).
+CACHE_ENV = {"XDG_CACHE_HOME": ".", "TRITON_HOME": "", "TRITON_CACHE_DIR": "triton",
+             "TORCH_EXTENSIONS_DIR": "torch_extensions", "TORCHINDUCTOR_CACHE_DIR": "inductor", "CUDA_CACHE_PATH": "nv"}
 _GUARD_EVERY_S = 0.1
 
 
@@ -99,10 +102,7 @@ def _private_caches(cwd: str) -> str:
     """Every compile cache a candidate's build may read or write, inside the worker's own directory
     (removed after the vet): a cache entry planted by one candidate is never loaded by another."""
     cache = os.path.join(cwd, ".cache")
-    os.environ.update({"XDG_CACHE_HOME": cache, "TRITON_HOME": cwd, "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
-                       "TORCH_EXTENSIONS_DIR": os.path.join(cache, "torch_extensions"),
-                       "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
-                       "CUDA_CACHE_PATH": os.path.join(cache, "nv")})
+    os.environ.update({var: os.path.normpath(os.path.join(cache, sub)) if sub else cwd for var, sub in CACHE_ENV.items()})
     return "private"
 
 
