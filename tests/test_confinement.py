@@ -129,6 +129,15 @@ def test_signals_from_the_worker_reach_nothing_of_the_judges(launcher, write, tm
     assert_next_vet_unaffected(launcher)
 
 
+def test_a_worker_that_stops_itself_ends_at_the_judges_deadline(launcher, write):
+    """The judge's deadline is its own: a stopped worker answers nothing, and is killed."""
+    stop = write("stop.py", HEADER + honest_matmul("os.kill(os.getpid(), signal.SIGSTOP)"))
+    report = vet(stop, "matmul", device="cpu", timeout=8, launcher=launcher)
+    assert report.verdict is Verdict.REJECT
+    assert "timed out" in report.finding(CheckId.WORKER).summary, report.finding(CheckId.WORKER)
+    assert_next_vet_unaffected(launcher)
+
+
 # -- reading the judge's memory ----------------------------------------------------------------
 
 READ_JUDGE = """
@@ -397,3 +406,20 @@ def test_as_another_user_the_worker_gets_a_user_namespace(nobodys_dir):
     assert all(v.endswith("=0000000000000000") for v in took["capabilities"].split(",")), took
     assert took["wrote_outside"] is False and took["judge_visible"] is False
     assert not (tmp_path / "outside").exists()
+
+
+def test_the_report_replaces_whatever_was_at_its_path_whole(tmp_path):
+    from kernelvet import cli
+    target = tmp_path / "r.json"
+    target.write_text('{"verdict": "pass", "forged": true}')
+    os.chmod(target, 0o444)          # and a file the judge could not even open for writing
+    cli._write(str(target), '{"verdict": "reject"}')
+    assert json.loads(target.read_text()) == {"verdict": "reject"}
+    assert sorted(os.listdir(tmp_path)) == ["r.json"]      # no temporary file left beside it
+    r, w = os.pipe()                 # not a regular file: written in place
+    try:
+        cli._write(f"/proc/self/fd/{w}", '{"verdict": "pass"}')
+        assert os.read(r, 100) == b'{"verdict": "pass"}\n'
+    finally:
+        os.close(r)
+        os.close(w)

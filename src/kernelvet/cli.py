@@ -242,9 +242,14 @@ def _write(path: str, text: str) -> None:
     """Atomically, once the verdict is in: a temporary file beside `path`, renamed over it. Whatever
     was at `path` before (a report a candidate forged there, say) is replaced whole, and a reader
     never sees half a report."""
+    import stat
     import tempfile
     parent = os.path.dirname(os.path.abspath(path))
     try:
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):   # /dev/stdout, a pipe
+            with open(path, "w") as fh:
+                fh.write(text + "\n")
+            return
         fd, tmp = tempfile.mkstemp(prefix=".kernelvet-report-", dir=parent)
         try:
             with os.fdopen(fd, "w") as fh:
