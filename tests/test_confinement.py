@@ -35,6 +35,17 @@ def launcher():
     launcher.close()
 
 
+@pytest.fixture
+def nobodys_dir():
+    import pathlib
+    import shutil
+    import tempfile
+    d = pathlib.Path(tempfile.mkdtemp(prefix="kernelvet-test-", dir="/tmp"))
+    os.chown(d, 65534, 65534)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def zeros_with(write, attack: str, name: str = "attack") -> str:
     """A zeros matmul that runs `attack` (module-level source) when imported."""
     return write(f"{name}_{uuid.uuid4().hex[:6]}.py", HEADER + attack + "\n" + honest_matmul(ZEROS))
@@ -135,6 +146,40 @@ def test_a_worker_that_stops_itself_ends_at_the_judges_deadline(launcher, write)
     report = vet(stop, "matmul", device="cpu", timeout=8, launcher=launcher)
     assert report.verdict is Verdict.REJECT
     assert "timed out" in report.finding(CheckId.WORKER).summary, report.finding(CheckId.WORKER)
+    assert_next_vet_unaffected(launcher)
+
+
+CONNECT = """
+try:
+    c = __import__("socket").socket(__import__("socket").AF_UNIX)
+    c.connect({path!r})
+    print("UNIX connected", flush=True)
+except OSError as e:
+    print("UNIX refused", e.strerror, flush=True)
+"""
+
+
+def test_unix_sockets_of_the_host_are_out_of_reach(launcher, write, nobodys_dir):
+    """A socket anyone may connect to (an agent's, a bus's, a server's): the network namespace does
+    not cover sockets bound to paths, so the worker may make no Unix socket at all."""
+    import socket as socketlib
+    path = str(nobodys_dir / "open.sock")
+    os.chmod(nobodys_dir, 0o777)
+    server = socketlib.socket(socketlib.AF_UNIX)
+    server.bind(path)
+    os.chmod(path, 0o777)
+    server.listen(1)
+    server.setblocking(False)
+    try:
+        report = vet(zeros_with(write, CONNECT.format(path=path)), "matmul", device="cpu", timeout=120,
+                     launcher=launcher)
+        assert_rejected_for_its_zeros(report)
+        assert "UNIX refused" in report.candidate_output and "UNIX connected" not in report.candidate_output
+        assert report.containment["confined"]["seccomp"]
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
     assert_next_vet_unaffected(launcher)
 
 
@@ -348,17 +393,6 @@ def test_a_cuda_worker_can_neither_see_nor_signal_nor_read_the_judge(launcher, w
     for pid in (os.getpid(), launcher.proc.pid):
         assert f"DENIED {pid} mem" in out and f"DENIED {pid} environ" in out, out
     assert os.path.exists(f"/proc/{os.getpid()}")   # and the judge runs on
-
-
-@pytest.fixture
-def nobodys_dir():
-    import pathlib
-    import shutil
-    import tempfile
-    d = pathlib.Path(tempfile.mkdtemp(prefix="kernelvet-test-", dir="/tmp"))
-    os.chown(d, 65534, 65534)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_as_another_user_the_worker_gets_a_user_namespace(nobodys_dir):
