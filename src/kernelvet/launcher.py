@@ -120,7 +120,7 @@ class _Job:
     def __init__(self, job: int, limits: dict, cuda: bool):
         self.job, self.limits, self.why = job, limits, None
         # The harness's own processes in a confined worker's tree (its init and the worker itself).
-        self.overhead = namespaces.helpers(cuda, os.geteuid() == 0) if CONFINE == "namespaces" else 0
+        self.overhead = namespaces.harness_processes(cuda, os.geteuid() == 0) if CONFINE == "namespaces" else 0
 
     def exit_reason(self, code: int) -> str | None:
         if self.why:

@@ -17,7 +17,8 @@ Entered by the launcher's freshly forked (so single-threaded) child, before the 
   the Python installation (a toolchain under /root, say) are covered by an empty read-only tmpfs
   through which only those paths are bound back: the rest of them stays out of sight.
 - no_new_privs (no setuid or file-capability program gives anything back), dumpable again (its
-  own /proc files are its own), and the judge and launcher are not dumpable (`protect_self`).
+  own /proc files are its own), a seccomp filter (seccomp.py: no new Unix socket), and the judge
+  and launcher are not dumpable (`protect_self`).
 
 With a PID namespace the process tree is launcher -> relay -> init (pid 1) -> worker: the relay
 stays in the launcher's namespace and ends as the worker ended (the launcher's exit reports keep
@@ -33,6 +34,8 @@ import os
 import signal
 import struct
 import sys
+
+from . import seccomp
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x4000000, 0x8000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -86,7 +89,7 @@ def flags_for(cuda: bool, root: bool) -> int:
     return flags
 
 
-def helpers(cuda: bool, root: bool) -> int:
+def harness_processes(cuda: bool, root: bool) -> int:
     """Processes of the harness between the launcher's child and the worker (relay excluded)."""
     return 2 if flags_for(cuda, root) & CLONE_NEWPID else 0
 
@@ -126,7 +129,7 @@ def enter(cwd: str, cuda: bool) -> dict:
                             ("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS), ("user", CLONE_NEWUSER)) if flags & f]
     return {"namespaces": names, "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
             "capabilities": _capabilities(), "no_new_privs": _status_field("NoNewPrivs") == "1",
-            "proc": "own pid namespace" if flags & CLONE_NEWPID else "hidepid=invisible", "seccomp": SECCOMP,
+            "proc": "own pid namespace" if flags & CLONE_NEWPID else "hidepid=invisible", "seccomp": seccomp.REFUSED,
             "writable": [cwd, "/dev/shm"], "hidden": hidden}
 
 
@@ -327,45 +330,7 @@ def _drop(uid: int | None, gid: int | None) -> None:
     _check(_libc.capset(ctypes.byref(hdr), data), "dropping capabilities")
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)          # a uid change cleared it; its own files, its own
-    _no_new_unix_sockets()
-
-
-# Machine code of the seccomp filter, per architecture: (AUDIT_ARCH, socket's number, io_uring_setup's).
-_ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
-SECCOMP = "socket(AF_UNIX) and io_uring refused"
-
-
-class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
-
-
-def _no_new_unix_sockets() -> None:
-    """A network namespace does not cover Unix sockets bound to paths, nor does a read-only mount:
-    a worker could still connect to the user's agent, bus or `kernelvet serve` sockets (where its
-    uid may). It needs none: its one channel to the judge is open already. So `socket(AF_UNIX)`
-    fails with EPERM, and so does io_uring (which could connect without the syscall);
-    socketpair (multiprocessing's pipes) still works."""
-    import platform
-    arch = _ARCHES.get(platform.machine())
-    if arch is None:
-        raise Unconfinable(f"no seccomp filter for {platform.machine()}")
-    audit, nr_socket, nr_uring = arch
-    ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
-    allow, eperm = 0x7FFF0000, 0x00050000 | 1
-    prog = [
-        (ld_w_abs, 0, 0, 4), (jeq_k, 1, 0, audit), (ret_k, 0, 0, eperm),        # another ABI: refused
-        (ld_w_abs, 0, 0, 0), (jge_k, 0, 1, 0x40000000), (ret_k, 0, 0, eperm),   # x32 numbers: refused
-        (jeq_k, 0, 1, nr_uring), (ret_k, 0, 0, eperm),
-        (jeq_k, 0, 3, nr_socket), (ld_w_abs, 0, 0, 16), (jeq_k, 0, 1, 1), (ret_k, 0, 0, eperm),  # args[0] == AF_UNIX
-        (ret_k, 0, 0, allow),
-    ]
-    code = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
-    fprog = _SockFprog(len(prog), code)
-    _check(_libc.prctl(22, 2, ctypes.byref(fprog), 0, 0), "a seccomp filter")   # PR_SET_SECCOMP, FILTER
+    seccomp.no_new_unix_sockets()
 
 
 def _status_field(name: str) -> str | None:
