@@ -81,7 +81,8 @@ def containment(launcher) -> dict:
 
 def test_containment_is_reported_and_closed(launcher):
     c = containment(launcher)
-    assert set(c) == {"sandbox", "net", "limits", "max_procs"} and c["max_procs"] == 16
+    assert set(c) == {"sandbox", "net", "limits", "max_procs", "caches", "confined"} and c["max_procs"] == 16
+    assert c["caches"] == "private"
     assert c["limits"]["core"] == 0 and c["limits"]["nofile"] == 1024 and c["limits"]["cpu_s"] >= 30
     with pytest.raises(RuntimeError, match="exactly the keys"):
         launcher.spawn("/", "/dev/null", {"cpu_s": 1})          # the launcher refuses, and says why
@@ -175,9 +176,7 @@ def test_network_is_unreachable_from_the_worker(launcher, candidate):
 
 
 WRITES = """
-import pwd
-for where in (os.path.dirname(os.path.abspath(__file__)), pwd.getpwuid(os.getuid()).pw_dir):
-    target = os.path.join(where, NAME)
+for target in TARGETS:
     try:
         with open(target, "w") as fh:
             fh.write("x")
@@ -187,7 +186,7 @@ for where in (os.path.dirname(os.path.abspath(__file__)), pwd.getpwuid(os.getuid
 """
 
 
-@pytest.mark.parametrize("mode", ["off", "strict"])
+@pytest.mark.parametrize("mode", ["off", "strict", "auto"])
 def test_writes_outside_the_workers_dir(candidate, mode, tmp_path):
     if mode == "strict" and sandbox.resolve("auto") is None:
         pytest.skip("bubblewrap is not installed or cannot run here")
@@ -195,12 +194,16 @@ def test_writes_outside_the_workers_dir(candidate, mode, tmp_path):
     name = f"kernelvet-hostile-{uuid.uuid4().hex[:8]}"
     targets = [os.path.join(tmp_path, name), os.path.join(pwd.getpwuid(os.getuid()).pw_dir, name)]
     try:
-        path, _ = candidate("", at_import=f"NAME = {name!r}\n" + WRITES)
+        path, _ = candidate("", at_import=f"TARGETS = {targets!r}\n" + WRITES)
         report = vet(path, "matmul", device="cpu", timeout=60, launcher=launcher)
         assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
         out = report.candidate_output
         if mode == "strict":   # the sandbox: all read-only but the worker's own directory
             assert all(f"DENIED {t} Read-only file system" in out for t in targets), out
+            assert not any(os.path.exists(t) for t in targets)
+        elif mode == "auto":   # its own namespaces: read-only, or out of its uid's reach
+            assert report.containment["sandbox"] == "namespaces", report.containment
+            assert all(f"DENIED {t}" in out for t in targets), out
             assert not any(os.path.exists(t) for t in targets)
         else:                  # documented: same uid, same files (SECURITY.md)
             assert all(f"WROTE {t}" in out for t in targets), out

@@ -22,7 +22,7 @@ GROUPS = {
     "judge": "judge", "spawn": "judge", "spares": "judge", "draws": "judge",
     # the launcher: the torch-preloaded forker and how it confines what it forks
     "launcher": "launcher", "containment": "launcher", "sandbox": "launcher", "reaper": "launcher",
-    "triton_key": "launcher",
+    "triton_key": "launcher", "namespaces": "launcher", "seccomp": "launcher",
     # the worker's process: serving requests, the libraries a spare warms before any candidate
     "worker": "worker", "warm": "worker", "after_return": "worker",
     # the judge/worker messages

@@ -48,8 +48,9 @@ def _seconds(text: str) -> float:
     return value
 
 
-_SANDBOX_HELP = ("run the workers under bubblewrap (read-only files, no network, own PID namespace): "
-                 "auto = where it works (default), strict = or fail, off = never")
+_SANDBOX_HELP = ("confine the workers: auto = namespaces of their own (unprivileged uid, read-only files, "
+                 "no network, own PID namespace), else bubblewrap, else refuse (default); namespaces = "
+                 "only those; strict = only bubblewrap; off = run candidates unconfined (recorded in the report)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -135,7 +136,8 @@ def _cmd_check(args) -> int:
     start.marks["torch imported"] = time.monotonic() - t0
     prob = load_problem(args.ref, args.shape, args.dtype)
     from .judge import warm_judge
-    from . import render  # noqa: F401 - its import (rich's) too, while the launcher still starts
+    from . import render
+    render.preload()   # everything rendering will import, before any candidate runs (and while the launcher starts)
     warm_judge(args.device, prob.flops)   # while the launcher still imports Triton
     start.marks["judge warmed"] = time.monotonic() - t0
     launcher = start.result()
@@ -248,9 +250,26 @@ def _check_writable(path: str) -> None:
 
 
 def _write(path: str, text: str) -> None:
+    """Atomically, once the verdict is in: a temporary file beside `path`, renamed over it. Whatever
+    was at `path` before (a report a candidate forged there, say) is replaced whole, and a reader
+    never sees half a report."""
+    import stat
+    import tempfile
+    parent = os.path.dirname(os.path.abspath(path))
     try:
-        with open(path, "w") as fh:
-            fh.write(text + "\n")
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):   # /dev/stdout, a pipe
+            with open(path, "w") as fh:
+                fh.write(text + "\n")
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".kernelvet-report-", dir=parent)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text + "\n")
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
     except OSError as exc:
         raise UsageError(f"--json {path}: cannot write: {exc.strerror}") from None
 

@@ -201,7 +201,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         # reference's were drawn once, by its first vet, under the same seed.
         state = weights.redraw(model, _derived_seed(secret, "weights")) if shared is None else shared.weights
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
-        body, blobs = _load_body({"kind": "reference", "spec": prob.spec}, dev, weight_seed, init,
+        body, blobs = _load_body({"kind": "reference", "spec": w.readable_spec(prob.spec)}, dev, weight_seed, init,
                                  {"word": 0, "width": 1, "malloc_byte": 0}, False,
                                  dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg, state)
         w.send_only("load", body, blobs)
@@ -590,7 +590,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         if stop_if_failed("the source scan"):
             return w.output()
         t0 = time.monotonic()
-        body, blobs = _load_body({"kind": "candidate", "path": os.path.abspath(candidate), "entry": entry},
+        body, blobs = _load_body({"kind": "candidate", "path": w.readable(os.path.abspath(candidate)), "entry": entry},
                                  ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in on, settings,
                                  out_nbytes, ev.output_arg, ev.extra.pop("weights_state", ()))
         loaded = record("import", None, w.request("load", body, blobs))

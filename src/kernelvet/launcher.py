@@ -10,7 +10,7 @@ child of its that is not a live worker, kills a worker's whole tree when it exce
 limit, and kills its process group when it ends.
 
 Control channel (SOCK_SEQPACKET, one JSON object per packet; requests have exactly these keys):
-  judge -> launcher  {"op": "spawn", "job": N, "cwd": DIR, "log": FILE, "limits": {...}}
+  judge -> launcher  {"op": "spawn", "job": N, "cwd": DIR, "log": FILE, "limits": {...}, "cuda": BOOL}
                      + the worker's socket as SCM_RIGHTS  (limits: see containment.LIMIT_KEYS)
                      | {"op": "exit"}
   launcher -> judge  {"op": "ready", "pid": P, "steps": {STEP: SECONDS}}
@@ -21,6 +21,11 @@ Control channel (SOCK_SEQPACKET, one JSON object per packet; requests have exact
                      judge reads its pid (in the judge's own PID namespace) from SCM_CREDENTIALS.
 `code` is the exit status, or minus the signal number, as in subprocess; `why` says what the
 launcher did to it, if anything.
+
+Started as `python -m kernelvet.launcher FD [namespaces|bwrap|off]`: with `namespaces`, every
+worker enters namespaces of its own (namespaces.py) before anything else. In every mode a
+worker's Triton, torch-extension, inductor and CUDA JIT caches live in its own directory, so that
+nothing one candidate compiled (or planted) is loaded by another.
 """
 
 from __future__ import annotations
@@ -34,9 +39,13 @@ import socket
 import sys
 import time
 
-from . import containment, reaper
+from . import containment, namespaces, reaper
 
-_SPAWN_KEYS = frozenset({"op", "job", "cwd", "log", "limits"})
+_SPAWN_KEYS = frozenset({"op", "job", "cwd", "log", "limits", "cuda"})
+CONFINE = "off"     # what the workers get: this launcher's mode, from its command line
+# Where a worker's compile caches go, under its directory's .cache ("": the directory itself).
+CACHE_ENV = {"XDG_CACHE_HOME": ".", "TRITON_HOME": "", "TRITON_CACHE_DIR": "triton",
+             "TORCH_EXTENSIONS_DIR": "torch_extensions", "TORCHINDUCTOR_CACHE_DIR": "inductor", "CUDA_CACHE_PATH": "nv"}
 _GUARD_EVERY_S = 0.1
 
 
@@ -52,17 +61,27 @@ def _child(ctl: socket.socket, fd: int, req: dict) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         took = containment.confine(req["limits"])
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)   # before a uid change
+        took["confined"] = None
+        if CONFINE == "namespaces":
+            try:
+                took["confined"] = namespaces.enter(req["cwd"], req["cuda"])   # forks: we may be a grandchild now
+            except OSError as exc:
+                _send(ctl, op="refused", job=req["job"], why=f"the worker could not be confined: {exc}")
+                raise
+            took["net"] = "namespace"
+        took["caches"] = _private_caches(req["cwd"])
         # From this process, not the launcher: the judge learns our pid from the kernel (SCM_CREDENTIALS).
         _send(ctl, op="spawned", job=req["job"], containment=took)
         ctl.close()
-        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
+        os.close(log)
         for other in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
             n = int(other)
-            if n > 2 and n != fd:
+            if n > 2 and n != fd and n != log:
                 try:
                     os.close(n)
                 except OSError:
@@ -72,21 +91,36 @@ def _child(ctl: socket.socket, fd: int, req: dict) -> None:
         os.environ["TMPDIR"] = req["cwd"]
         from kernelvet import worker
         worker.main(fd)
+    except BaseException:   # noqa: BLE001 - into the worker's log (the report's output), if it is open yet
+        import traceback
+        traceback.print_exc()
     finally:
         os._exit(70)
+
+
+def _private_caches(cwd: str) -> str:
+    """Every compile cache a candidate's build may read or write, inside the worker's own directory
+    (removed after the vet): a cache entry planted by one candidate is never loaded by another."""
+    cache = os.path.join(cwd, ".cache")
+    os.environ.update({var: os.path.normpath(os.path.join(cache, sub)) if sub else cwd for var, sub in CACHE_ENV.items()})
+    return "private"
 
 
 def _refusal(req) -> str | None:
     if not isinstance(req, dict) or set(req) != _SPAWN_KEYS or type(req["job"]) is not int:
         return f"a spawn request has exactly the keys {sorted(_SPAWN_KEYS)}"
+    if type(req["cuda"]) is not bool:
+        return "cuda must be true or false"
     if not all(isinstance(req[k], str) for k in ("cwd", "log")):
         return "cwd and log must be paths"
     return containment.check(req["limits"])
 
 
 class _Job:
-    def __init__(self, job: int, limits: dict):
+    def __init__(self, job: int, limits: dict, cuda: bool):
         self.job, self.limits, self.why = job, limits, None
+        # The harness's own processes in a confined worker's tree (its init and the worker itself).
+        self.overhead = namespaces.harness_processes(cuda, os.geteuid() == 0) if CONFINE == "namespaces" else 0
 
     def exit_reason(self, code: int) -> str | None:
         if self.why:
@@ -109,6 +143,7 @@ class _Steps(dict):
 
 
 def serve(ctl_fd: int) -> None:
+    namespaces.protect_self()   # a worker must not read the launcher's memory through /proc
     ctl = socket.socket(fileno=ctl_fd)
     steps = _Steps()
     # Paid once here, not per candidate. Triton is optional.
@@ -159,7 +194,7 @@ def serve(ctl_fd: int) -> None:
                 pid = os.fork()
                 if pid == 0:
                     _child(ctl, fds[0], req)
-                jobs[pid] = _Job(req["job"], req["limits"])
+                jobs[pid] = _Job(req["job"], req["limits"], req["cuda"])
             else:
                 job = req.get("job") if isinstance(req, dict) else None
                 _send(ctl, op="refused", job=job, why=why or "a spawn request carries exactly one socket")
@@ -195,7 +230,7 @@ def _guard(jobs: dict[int, _Job]) -> None:
     if reaper.strays(procs, set(jobs)):
         reaper.sweep(set(jobs))
     for pid, job in jobs.items():
-        n = len(reaper.descendants(procs, pid))
+        n = len(reaper.descendants(procs, pid)) - job.overhead
         if n > job.limits["max_procs"] and job.why is None:
             job.why = (f"it started more than {job.limits['max_procs']} processes at once ({n} seen); "
                        "its whole process tree was killed")
@@ -211,6 +246,7 @@ def _kill_group(pid: int) -> None:
 
 
 if __name__ == "__main__":
+    CONFINE = sys.argv[2] if len(sys.argv) > 2 else "off"
     serve(int(sys.argv[1]))
     # No interpreter teardown: the frozen objects are never freed, and native bindings would
     # report them as leaks on stderr.

@@ -9,6 +9,19 @@ _STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "waived": "yellow"
 _VERDICT = {"pass": "bold green", "reject": "bold red", "error": "bold magenta"}
 
 
+def preload() -> None:
+    """Render a report into nothing: rich imports some of its modules only when first used, and the
+    judge imports nothing after its first candidate has run."""
+    import io
+    con = Console(file=io.StringIO(), force_terminal=True, width=100)
+    report_json({"verdict": "pass", "problem": {"name": "-"}, "device": {"type": "cpu"},
+                 "findings": [{"check": "-", "status": s, "summary": "-"} for s in _STYLE],
+                 "timing": {"median_ms": 1.0, "iqr_ms": 0.1, "reps": 1, "reference_median_ms": 1.0, "speedup": 1.0,
+                            "tflops": 1.0, "pct_of_peak": 1.0, "method": "-"},
+                 "phases_s": {"-": 0.0}, "requests_s": {"-": [1, 0.0]}, "candidate_output": "-"},
+                verbose=True, console=con)
+
+
 def report(rep, verbose: bool = False, console: Console | None = None) -> None:
     report_json(rep.to_json(), verbose=verbose, console=console)
 

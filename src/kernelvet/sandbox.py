@@ -1,4 +1,10 @@
-"""The optional bubblewrap sandbox around the launcher (and so around every worker it forks).
+"""Which confinement the workers get (`choose`), and the optional bubblewrap sandbox around the
+launcher (and so around every worker it forks).
+
+Modes: `auto` (the default) confines every worker with namespaces of its own (namespaces.py)
+where the kernel allows it, else runs the launcher under bubblewrap where that works, else
+refuses; `namespaces` and `strict` (bubblewrap) insist on one; `off` confines nothing, and the
+report says so.
 
 Inside: the whole file system read-only (/tmp included), one read-write directory for the
 launcher's per-worker directories, the compile caches, no network, a private PID namespace (the
@@ -16,7 +22,7 @@ import subprocess
 
 from .errors import UsageError
 
-MODES = ("auto", "off", "strict")
+MODES = ("auto", "namespaces", "strict", "off")
 # As root bwrap keeps every capability (enough to remount / read-write): drop them all.
 _ISOLATION = ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
 
@@ -53,6 +59,33 @@ def resolve(mode: str) -> str | None:
     if mode == "strict":
         raise UsageError(f"--sandbox strict: {why}; install bubblewrap or use --sandbox auto|off")
     return None
+
+
+def choose(mode: str) -> tuple[str, str | None]:
+    """(what confines the workers: "namespaces" | "bwrap" | "off", the bwrap executable or None).
+    UsageError, in one line, where `mode` cannot be had here."""
+    if mode not in MODES:
+        raise UsageError(f"--sandbox must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "off":
+        return "off", None
+    if mode in ("auto", "namespaces"):
+        from . import namespaces
+        why = namespaces.probe()
+        if why is None:
+            return "namespaces", None
+        if mode == "namespaces":
+            raise UsageError(f"--sandbox namespaces: this machine cannot confine a worker ({why})")
+        bwrap = resolve("auto")
+        if bwrap is not None:
+            return "bwrap", bwrap
+        raise UsageError(f"no confinement for candidates here (namespaces: {why}; bubblewrap: "
+                         f"{_why_not_bwrap()}); refusing to run them unconfined: pass --sandbox off to accept that")
+    return "bwrap", resolve("strict")
+
+
+def _why_not_bwrap() -> str:
+    bwrap = shutil.which("bwrap")
+    return "not installed" if bwrap is None else (_trial(bwrap) or "unusable")
 
 
 def command(bwrap: str, writable: list[str]) -> list[str]:

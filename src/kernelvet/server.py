@@ -140,8 +140,9 @@ def serve(given_path: str | None, *, device: str, sandbox: str, idle_s: float) -
         raise UsageError(f"a kernelvet server already listens on {path}")
     if os.path.exists(path):
         os.unlink(path)   # a stale socket of a server that was killed
-    from . import cli, judge
+    from . import cli, judge, render
     me = code_id()
+    render.preload()   # before any candidate runs: the judge imports nothing after
     launcher = cli._launcher(sandbox)
     judge.warm_judge(device)   # its CUDA context started: it judges every problem on the device
     judge.prepare(launcher, device)   # also checks --device: a bad one is the user's mistake, exit 2

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 
-from . import containment, protocol
+from . import containment, namespaces, protocol
 from . import sandbox as sandboxing
 
 _REPLY_FIELDS = {
@@ -70,10 +70,9 @@ class CandidateRaised(Exception):
 def worker_env() -> dict:
     env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith("TRITON_")})
-    # Keep the user's compile caches (Triton, torch extensions): a cold cache costs seconds per vet.
-    home = os.path.expanduser("~")
-    env.setdefault("TRITON_CACHE_DIR", os.path.join(home, ".triton", "cache"))
-    env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(home, ".cache", "torch_extensions"))
+    # The launcher's own Triton cache directory (it keeps Triton's installation hash there: see
+    # triton_key). Workers compile into private caches in their own directory (launcher._child).
+    env.setdefault("TRITON_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".triton", "cache"))
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
@@ -101,31 +100,34 @@ _UCRED = struct.Struct("3i")
 class Launcher:
     """A torch-preloaded process that forks workers (see launcher.py), optionally inside bubblewrap.
 
-    `sandbox`: "off", "auto" (bwrap if it works here) or "strict" (bwrap or UsageError).
+    `sandbox`: "auto" (namespaces, else bwrap, else UsageError), "namespaces", "strict" (bwrap)
+    or "off" (see sandbox.choose); `self.sandbox` says which one the workers get.
     `mem_limit`: bytes of data memory per CPU-only worker (None: no limit); CUDA workers get none,
     since the CUDA driver's address-space reservations do not mix with memory rlimits.
     `max_procs`: processes one worker's tree may hold at once before the launcher kills it.
     """
 
-    def __init__(self, start_timeout: float = 120.0, *, sandbox: str = "off",
+    def __init__(self, start_timeout: float = 120.0, *, sandbox: str = "auto",
                  mem_limit: int | None = containment.default_mem_bytes(), max_procs: int = containment.MAX_PROCS,
                  wait: bool = True):
-        bwrap = sandboxing.resolve(sandbox)
-        self.sandbox = "bwrap" if bwrap else "off"
+        self.mode = sandbox
+        self.sandbox, bwrap = sandboxing.choose(sandbox)
+        namespaces.protect_self()   # the judge: no worker may read its memory through /proc
         self.mem_limit, self.max_procs = mem_limit, max_procs
         # Every worker's directory lives under this one, so that a sandbox needs to open only it.
         self.root = tempfile.mkdtemp(prefix="kernelvet-")
+        # Workers of another uid pass through it to their own directories (mode 0700, each its own).
+        os.chmod(self.root, 0o711)
         env = worker_env()
         env["TMPDIR"] = self.root   # the only writable place inside the sandbox (the worker gets its own)
         argv = [sys.executable, "-m", "kernelvet.launcher"]
         if bwrap:
-            argv = sandboxing.command(bwrap, [self.root, env["TRITON_CACHE_DIR"],
-                                                        env["TORCH_EXTENSIONS_DIR"]]) + argv
+            argv = sandboxing.command(bwrap, [self.root]) + argv
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # The kernel stamps each packet with its sender's pid, translated into our PID namespace.
         parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.proc = subprocess.Popen(
-            argv + [str(child.fileno())], pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
+            argv + [str(child.fileno()), self.sandbox], pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
         child.close()
         self.ctl = parent
@@ -186,15 +188,15 @@ class Launcher:
                     continue
             return msg
 
-    def spawn(self, cwd: str, log: str, limits: dict) -> tuple[socket.socket, int, int, dict]:
-        """Fork a worker: its socket, its pid (in our PID namespace), its job number, and what
-        containment took effect."""
+    def spawn(self, cwd: str, log: str, limits: dict, cuda: bool = False) -> tuple[socket.socket, int, int, dict]:
+        """Fork a worker (`cuda`: one that will use a GPU): its socket, its pid (in our PID
+        namespace), its job number, and what containment took effect."""
         self.wait_ready()
         with self.lock:
             self._next_job += 1
             job = self._next_job
             judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            req = {"op": "spawn", "job": job, "cwd": cwd, "log": log, "limits": limits}
+            req = {"op": "spawn", "job": job, "cwd": cwd, "log": log, "limits": limits, "cuda": bool(cuda)}
             try:
                 socket.send_fds(self.ctl, [json.dumps(req).encode()], [worker_end.fileno()])
             finally:
@@ -234,7 +236,7 @@ _shared: dict[str, Launcher] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_launcher(sandbox: str = "off", wait: bool = True) -> Launcher:
+def shared_launcher(sandbox: str = "auto", wait: bool = True) -> Launcher:
     """One launcher per judge process and sandbox mode, restarted if a candidate managed to kill it."""
     with _shared_lock:
         launcher = _shared.get(sandbox)
@@ -256,8 +258,11 @@ def _cpu_only(device) -> bool:
 
 
 class WorkerHandle:
-    """One worker. `containment` says what confines it, for the report: {"sandbox": "bwrap"|"off",
-    "net": "namespace"|"user namespace"|"bwrap"|"none (why)", "limits": {...}, "max_procs": N}."""
+    """One worker. `containment` says what confines it, for the report: {"sandbox":
+    "namespaces"|"bwrap"|"off", "net": "namespace"|"user namespace"|"bwrap"|"none (why)",
+    "limits": {...}, "max_procs": N, "caches": "private", "confined": {...} or None}; "confined"
+    is what namespaces.enter gave it (namespaces, uid, gid, groups, capabilities, no_new_privs,
+    proc, writable, hidden)."""
 
     def __init__(self, launcher: Launcher, deadline: float, device=None):
         self.launcher = launcher
@@ -265,10 +270,12 @@ class WorkerHandle:
         self.tmpdir = tempfile.mkdtemp(prefix="worker-", dir=launcher.root)
         self.log = os.path.join(self.tmpdir, ".output")
         sandboxed = launcher.sandbox == "bwrap"
-        # In bwrap the network is gone already (and a user namespace of the child's own would hide its uid).
-        limits = containment.limits(deadline - time.monotonic(), max_procs=launcher.max_procs, no_net=not sandboxed,
-                                    mem_bytes=launcher.mem_limit if _cpu_only(device) else None)
-        self.sock, self.pid, self.job, took = launcher.spawn(self.tmpdir, self.log, limits)
+        # In bwrap or its own namespaces the network is gone already (and a user namespace of the
+        # child's own would hide its uid).
+        cpu = _cpu_only(device)
+        limits = containment.limits(deadline - time.monotonic(), max_procs=launcher.max_procs,
+                                    no_net=launcher.sandbox == "off", mem_bytes=launcher.mem_limit if cpu else None)
+        self.sock, self.pid, self.job, took = launcher.spawn(self.tmpdir, self.log, limits, cuda=not cpu)
         if sandboxed:
             took["net"] = "bwrap"
         self.containment = {"sandbox": launcher.sandbox, **took}
@@ -416,3 +423,23 @@ class WorkerHandle:
     def cleanup(self) -> None:
         import shutil
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def readable(self, path: str) -> str:
+        """`path` as this worker should open it: a worker confined under a uid of its own may not be
+        able to reach the user's files (a directory of mode 0700 on the way), so it gets a copy in
+        a directory of its own that it cannot write (the bytes the judge read, not a later edit)."""
+        confined = self.containment.get("confined") or {}
+        if confined.get("uid") in (None, os.getuid()):
+            return path
+        os.makedirs(os.path.join(self.tmpdir, "src"), mode=0o755, exist_ok=True)
+        staged = tempfile.mkdtemp(dir=os.path.join(self.tmpdir, "src"))
+        os.chmod(staged, 0o755)
+        target = os.path.join(staged, os.path.basename(path))
+        with open(path, "rb") as src, open(target, "xb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.chmod(target, 0o644)
+        return target
+
+    def readable_spec(self, spec: dict) -> dict:
+        """A problem's spec with its file (if any) made readable for this worker (`readable`)."""
+        return {**spec, "path": self.readable(spec["path"])} if isinstance(spec.get("path"), str) else spec

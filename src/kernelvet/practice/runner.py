@@ -247,7 +247,7 @@ def _live(launcher):
     a fresh one in the same sandbox mode (shared_launcher keeps it for the rows after)."""
     if launcher is None or launcher.alive():
         return launcher
-    return spawn.shared_launcher("strict" if launcher.sandbox == "bwrap" else "off")
+    return spawn.shared_launcher(getattr(launcher, "mode", "auto"))
 
 
 def render(rows: list[Row], ablate: bool, console: Console) -> None:
