@@ -264,6 +264,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
             reference_error=ref_run["error"], poison_words=poison_words,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
+        ev.reference_row_errors = ref_run["row_errors"]
         ev.forbidden = prob.forbidden or heavy_ops(ref_run["aten_ops"])
         ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
         try:
@@ -467,14 +468,17 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
                            f"{w.output()[-500:]}") from None
     if out is None:
         raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
-    errors = [metrics.rel_error(out, refs64[fresh[0]], floor),
-              metrics.rel_error(_decode_output(traced), refs64[fresh[1]], floor)]
+    second = _decode_output(traced)
+    errors = [metrics.rel_error(out, refs64[fresh[0]], floor), metrics.rel_error(second, refs64[fresh[1]], floor)]
+    rows = {}
+    if out.dtype.is_floating_point and second is not None and second.shape == out.shape == refs64[fresh[0]].shape:
+        rows = {fresh[0]: metrics.row_errors(out, refs64[fresh[0]]), fresh[1]: metrics.row_errors(second, refs64[fresh[1]])}
     if out.dtype.is_floating_point and max(errors) > 10 * metrics.TOLERANCE.get(out.dtype, 1.0):
         raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
-            **prepared}
+            "row_errors": rows, **prepared}
 
 
 def _within(deadline: float, timeout: float, name: str, what: str, work):
