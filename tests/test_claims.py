@@ -114,3 +114,90 @@ def test_inputs_read_ahead_from_the_workers_frames_cannot_include_unseen_ones(la
     assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, report.dumps()
     assert "remembers answers" in caching.summary
     assert_judge_healthy(launcher)
+
+
+# -- the judge's arithmetic on its own measurements (synthetic, deterministic) -----------------
+
+def _ev(**kw):
+    import torch
+    from kernelvet.evidence import Evidence
+    from kernelvet.ids import ALL_CHECKS
+    ev = Evidence(device=torch.device("cpu"), device_info={}, peaks=None, dtype=torch.float32, shape=(8, 8),
+                  flops=None, bytes_moved=None, inputs={}, refs64={}, reference_error=1e-7,
+                  poison_words=(0,), enabled=frozenset(ALL_CHECKS), integrity=[("import", {"moved": []})])
+    for k, v in kw.items():
+        setattr(ev, k, v)
+    return ev
+
+
+def _timers(ev):
+    from kernelvet.checks import REGISTRY
+    return REGISTRY[CheckId.TIMERS](ev)
+
+
+NULL = {"judge_s": 0.006 + 64 * 0.05e-3, "main_wait_s": 0.0, "reps": 64, "fixed_s": 0.006, "fixed_main_wait_s": 0.0}
+
+
+def _request(reported_ms, judge_s, main_wait_s=0.0, calls=100):
+    return {"judge_s": judge_s, "cpu_s": None, "wait_s": 2 * main_wait_s, "main_wait_s": main_wait_s,
+            "calls": calls, "reps": calls, "reported_ms": reported_ms, "warmup_ms": 25.0, "warmup_calls": 3}
+
+
+def test_a_timing_request_that_lasts_its_reps_agrees_and_one_50x_longer_fails():
+    honest = _request(1.0, 0.025 + 0.006 + 100 * (1.0 + 0.05) / 1e3)          # warm-up, fixed, reps + their cost
+    forged = _request(1.0 / 50, honest["judge_s"])
+    assert _timers(_ev(clocked_timing=[honest], null_timing=NULL)).status is Status.PASS
+    f = _timers(_ev(clocked_timing=[forged], null_timing=NULL))
+    assert f.status is Status.FAIL and "timing request" in f.summary, f.summary
+
+
+def test_a_busy_host_scales_what_was_measured_elsewhere_and_a_forger_still_fails():
+    """The request ran while its serving thread waited 7/8 of the time: the reps' own cost (priced
+    by the null request, elsewhere) and the warm-up's budget are scaled by 8; the reported times,
+    taken over the same reps, already carry the waits."""
+    honest = _request(8.0, 8 * (0.025 + 0.006 + 100 * 0.05 / 1e3) + 100 * 8.0 / 1e3)
+    honest["main_wait_s"] = honest["judge_s"] * 7 / 8
+    assert _timers(_ev(clocked_timing=[honest], null_timing=NULL)).status is Status.PASS
+    forged = {**honest, "reported_ms": 8.0 / 50}
+    assert _timers(_ev(clocked_timing=[forged], null_timing=NULL)).status is Status.FAIL
+
+
+def test_a_request_that_barely_had_a_core_is_inconclusive_not_failed():
+    from kernelvet.checks import timers
+    starved = _request(0.01, 1.0, main_wait_s=1.0 * (1 - 0.5 / timers.BUSY_FACTOR))
+    f = _timers(_ev(clocked_timing=[starved], null_timing=NULL))
+    assert f.status is Status.SKIP and f.evidence["inconclusive"] and "inconclusive" in f.summary
+
+
+def _loop(reported_ms, per_call_ms, n=100, wait_s=0.0, null_s=0.010):
+    return {"n": n, "judge_s": null_s + n * per_call_ms / 1e3, "null_s": null_s, "cpu_s": None, "null_cpu_s": None,
+            "reported_ms": reported_ms, "wait_s": wait_s, "null_wait_s": 0.0, "main_wait_s": 0.0,
+            "null_main_wait_s": 0.0, "times_ms": [reported_ms]}
+
+
+def test_the_busy_hosts_false_finding_is_inconclusive_and_a_forger_is_not():
+    """A tiny elementwise call (17 us per rep) read 0.39 ms per call back to back on a 2-core host
+    with two spinning processes: its threads waited for a core through the loop. A forger that
+    claims 1/50 of 5 ms fails whatever the host did: waiting explains at most BUSY_SLACK_MS a call."""
+    busy = [_loop(0.0171, 0.3882, wait_s=0.5 * 0.1 + 100 * 0.0004)] * 3
+    f = _timers(_ev(loop=busy))
+    assert f.status is Status.SKIP and f.evidence["inconclusive"], f.summary
+    forged = [_loop(0.1, 5.0, wait_s=0.4)] * 3
+    assert _timers(_ev(loop=forged)).status is Status.FAIL
+    calm = [_loop(0.0171, 0.3882, wait_s=0.0)] * 3   # the same numbers without the waits: a lie
+    assert _timers(_ev(loop=calm)).status is Status.FAIL
+
+
+def test_a_loop_faster_than_its_reported_calls_by_both_clocks_skipped_them():
+    skipped = [_loop(5.0, 0.01, n=12)] * 3
+    f = _timers(_ev(loop=skipped))
+    assert f.status is Status.FAIL and "did not run its calls" in f.summary
+    warm_caches = [_loop(5.0, 5.0 / 4, n=12)] * 3   # back to back 4x faster than per rep: honest
+    assert _timers(_ev(loop=warm_caches)).status is Status.PASS
+    too_short = [_loop(0.01, 0.0, n=100)] * 3       # 100 x 10 us: within the null loop's noise
+    assert _timers(_ev(loop=too_short)).status is Status.PASS
+
+
+def test_the_judges_rehearsal_count_is_the_workers():
+    from kernelvet import judge, worker
+    assert judge._REHEARSALS == worker._Reps.REHEARSALS

@@ -730,8 +730,12 @@ def _null_timing(w, ev: Evidence, fresh, settings: Settings, reps: int, max_blob
     body = {**_time_body(fresh, settings, reps=r, warmup=0, budget_ms=1e9, null_reps=0), "warmup_ms": 0.0,
             "min_reps": r, "null": True}
     before = sched.sample(w.pid)
+    w.request("integrity")   # a request's fixed cost: the round trip and the worker's integrity report
+    fixed = sched.between(before, sched.sample(w.pid))
+    before = sched.sample(w.pid)
     w.request("time", body, max_blob_bytes=max_blob)
-    return {**sched.between(before, sched.sample(w.pid)), "reps": r + (_REHEARSALS if ev.device.type == "cuda" else 0)}
+    return {**sched.between(before, sched.sample(w.pid)), "reps": r + (_REHEARSALS if ev.device.type == "cuda" else 0),
+            "fixed_s": fixed["judge_s"], "fixed_main_wait_s": fixed["main_wait_s"]}
 
 
 NULL_TIMING_REPS = 64   # reps of the null timing request (a rep's own cost, averaged)
@@ -818,7 +822,7 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
         before = sched.sample(w.pid)
         record("loop", body["set"], w.request("loop", body, blobs, max_blob_bytes=max_blob))
         got = sched.between(before, sched.sample(w.pid))
-        waits.append(got["wait_s"])
+        waits.append((got["wait_s"], got["main_wait_s"]))
         return got["judge_s"], got["cpu_s"]
 
     waits = []
@@ -846,7 +850,8 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
         ev.add_call("loop", loop_set, loop_set, {}, codec.from_blob(msg.tensors[0]))
     null_wall, null_cpu = bracket({"set": loop_set, "n": n, "null": True, **extra}, blobs)
     return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu,
-            "pilot_s": pilot_s, "wait_s": waits[0], "null_wait_s": waits[1]}
+            "pilot_s": pilot_s, "wait_s": waits[0][0], "null_wait_s": waits[1][0],
+            "main_wait_s": waits[0][1], "null_main_wait_s": waits[1][1]}
 
 
 PILOT_CALLS = 10    # the judge-clocked loop's pilot: what a call costs by the judge's clock

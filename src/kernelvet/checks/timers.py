@@ -23,6 +23,8 @@ measured again, and if every measurement is so, the check is inconclusive, never
 
 from __future__ import annotations
 
+import math
+
 from ..ids import CheckId
 from ..report import Finding, Status
 from ._common import first_seen, not_reached
@@ -53,6 +55,10 @@ FLOOR_MIN_MS = 2.0
 # by both clocks; a forger reporting 1/50 of its time stays 20x over, waits and all.
 BUSY_WAIT_FRACTION = 0.05
 BUSY_SLACK_MS = 1.0
+# A timing request whose serving thread had a core less than 1/BUSY_FACTOR of its duration says
+# nothing (at 7x, on a 2-core host shared with a dozen busy processes, a 50x forger still read 3x
+# over its bound).
+BUSY_FACTOR = 10.0
 
 
 def evaluate(ev) -> Finding:
@@ -129,10 +135,17 @@ def _says(per_call, bound, cpu_per_call, wait_s, null_wait_s, n, judge_s) -> str
     return "busy" if per_call - waited <= bound else "disagrees"
 
 
+def _net(total_s, main_wait_s):
+    """A duration by the judge's wall clock, less the time the worker's serving thread waited for
+    a core in it (sched.py): what the worker spent, whatever else the host ran."""
+    return total_s - (main_wait_s or 0.0)
+
+
 def judge_clock(attempt: dict, device_type: str) -> dict:
     """One judge-clocked loop against the reported time measured just before it."""
     n = attempt["n"]
-    wall = _per_call(attempt["judge_s"], attempt["null_s"], n)
+    wall = _per_call(_net(attempt["judge_s"], attempt.get("main_wait_s")),
+                     _net(attempt["null_s"], attempt.get("null_main_wait_s")), n)
     cpu = _per_call(attempt.get("cpu_s"), attempt.get("null_cpu_s"), n)
     per_call = min(wall, cpu) if cpu is not None else wall
     most = max(wall, cpu) if cpu is not None else wall
@@ -143,24 +156,31 @@ def judge_clock(attempt: dict, device_type: str) -> dict:
                                              attempt.get("null_wait_s"), n, attempt["judge_s"])
     return {"reported_ms": attempt["reported_ms"], "judge_per_call_ms": per_call, "judge_wall_per_call_ms": wall,
             "judge_cpu_per_call_ms": cpu, "judge_max_per_call_ms": most, "bound_ms": bound, "floor_ms": floor,
-            "n": n, "skipped": skipped, "wait_s": attempt.get("wait_s"), "says": says, "agrees": says == "agrees"}
+            "n": n, "skipped": skipped, "wait_s": attempt.get("wait_s"), "main_wait_s": attempt.get("main_wait_s"),
+            "says": says, "agrees": says == "agrees"}
 
 
 def request_clock(req: dict, null: dict, device_type: str) -> dict:
     """One timing request by the judge's clocks against its reported median: what is left of its
     duration after the warm-up (its budget, and a few calls at the bound) and the reps' own cost
-    (the null request's, per rep), per timed call, must be accounted for as in the loop."""
+    (the null request's, per rep), per timed call, must be accounted for as in the loop.
+
+    Wall against wall: the reported times are the worker's wall clock over the very reps this
+    request ran, waits for a core included, so the judge's duration keeps them too; what was
+    measured elsewhere (the null request, the warm-up's budget) is scaled by this request's own
+    load: its duration over the time its serving thread was not waiting for a core. Under a
+    load that left the worker a core less than 1/BUSY_FACTOR of the time, it cannot tell."""
     reported, calls = req["reported_ms"], req["calls"]
     per_call_bound = RATIO * reported + SLACK_MS[device_type]
-    warm_s = req["warmup_ms"] / 1e3 + (req["warmup_calls"] + 1) * per_call_bound / 1e3
-    per_rep = {k: null[k] / max(null["reps"], 1) if null.get(k) is not None else None for k in ("judge_s", "cpu_s")}
-    wall = _per_call(req["judge_s"] - warm_s, per_rep["judge_s"] * req["reps"], calls)
-    cpu = None
-    if req.get("cpu_s") is not None and per_rep["cpu_s"] is not None:
-        cpu = _per_call(req["cpu_s"] - warm_s, per_rep["cpu_s"] * req["reps"], calls)
-    per_call = min(wall, cpu) if cpu is not None else wall
-    bound = per_call_bound + RATIO * per_rep["judge_s"] * 1e3
-    says = _says(per_call, bound, cpu, req.get("wait_s"), 0.0, calls, req["judge_s"])
-    return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": per_call,
-            "judge_wall_per_call_ms": wall, "judge_cpu_per_call_ms": cpu, "bound_ms": bound,
-            "null_per_rep_ms": per_rep["judge_s"] * 1e3, "wait_s": req.get("wait_s"), "says": says}
+    running = _net(req["judge_s"], req.get("main_wait_s"))
+    load = req["judge_s"] / running if running > 0 else math.inf
+    scale = min(load, BUSY_FACTOR)
+    fixed_s = _net(null.get("fixed_s", 0.0), null.get("fixed_main_wait_s"))
+    null_rep_s = max(_net(null["judge_s"], null.get("main_wait_s")) - fixed_s, 0.0) / max(null["reps"], 1) * scale
+    warm_s = req["warmup_ms"] / 1e3 * scale + (req["warmup_calls"] + 1) * per_call_bound / 1e3
+    wall = _per_call(req["judge_s"] - warm_s - fixed_s * scale, null_rep_s * req["reps"], calls)
+    bound = per_call_bound + RATIO * null_rep_s * 1e3
+    says = "agrees" if wall <= bound else ("busy" if load > BUSY_FACTOR else "disagrees")
+    return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
+            "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
+            "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}
