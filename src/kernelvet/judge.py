@@ -831,24 +831,27 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
     # costs by the judge's own clock: a candidate that reports microseconds for milliseconds of
     # work (hidden, forged) must not make the judge run 2000 of its calls, three times over
     # (20 s at 4096^3). An honest candidate's N is what the reported time alone gives.
-    pilot_s, _ = bracket({"set": set_id, "n": PILOT_CALLS})
-    # less the request's own cost (a null pilot): on a busy host a round trip costs milliseconds,
-    # and a loop sized by it would be too short for its calls to show above the null loop's noise
-    null_pilot_s, _ = bracket({"set": set_id, "n": PILOT_CALLS, "null": True})
-    waits.clear()
-    cap = LOOP_OVERRUN * settings.loop_ms / 1e3 / max((pilot_s - null_pilot_s) / PILOT_CALLS, 1e-9)
-    n = int(max(5, min(2000, settings.loop_ms / max(median, 1e-3), cap)))
-    # The loop itself on a set never seen before (`new`), carried by its request; the null loop
-    # carries the same bytes (the same cost of receiving them), and the worker drops both after.
+    # The loop runs on a set never seen before (`new`), which its pilot's request carries: the
+    # pilot takes the first calls on it (a kernel's first call on new inputs may build a plan or
+    # capture a graph), the loop the calls after. A kernel that remembers answers is `caching`'s.
     loop_set, blobs, extra = set_id, (), {}
     if new is not None:
         loop_set, vals = new
         extra["layout"], blobs = _encode_set(vals)
-    wall, cpu = bracket({"set": loop_set, "n": n, **extra}, blobs)
-    msg = record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 0, "fetch": True}, max_blob_bytes=max_blob))
+    pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS, **extra}, blobs)
+    # less the request's own cost (a null pilot): on a busy host a round trip costs milliseconds,
+    # and a loop sized by it would be too short for its calls to show above the null loop's noise
+    null_pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS, "null": True})
+    waits.clear()
+    cap = LOOP_OVERRUN * settings.loop_ms / 1e3 / max((pilot_s - null_pilot_s) / PILOT_CALLS, 1e-9)
+    n = int(max(5, min(2000, settings.loop_ms / max(median, 1e-3), cap)))
+    wall, cpu = bracket({"set": loop_set, "n": n})
+    null_wall, null_cpu = bracket({"set": loop_set, "n": n, "null": True})
+    fetch = {"set": loop_set} if new is not None else {}   # the worker drops the loop's own set then
+    msg = record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 0, "fetch": True, **fetch},
+                                             max_blob_bytes=max_blob))
     if msg.tensors:   # the loop's last output, fetched off the clock (a check verifies it)
         ev.add_call("loop", loop_set, loop_set, {}, codec.from_blob(msg.tensors[0]))
-    null_wall, null_cpu = bracket({"set": loop_set, "n": n, "null": True, **extra}, blobs)
     return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu,
             "pilot_s": pilot_s, "wait_s": waits[0][0], "null_wait_s": waits[1][0],
             "main_wait_s": waits[0][1], "null_main_wait_s": waits[1][1]}
