@@ -6,11 +6,15 @@ what comes back as evidence, and lets the checks decide. The plan, in order:
   reference: load -> inputs -> two traced calls -> timing (then dropped, its memory overwritten)
   candidate: load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache
   (determinism) -> fresh sets B, C -> A overwritten in place (caching) -> ordering probe (CUDA)
-  -> timing on A, B, C (rotating, L2 flushed, outputs verified; unseen sets interleaved, once
-  each; timed again where the drain says hidden work, or the unseen pairs say remembered
-  answers, the latter on newly drawn unseen sets) -> N back-to-back calls bracketed by the
-  judge's own clock, and the same N of a null call (timers) -> kernel audit under the profiler
-  (CUDA, second tier).
+  -> timing on A, B, C (rotating, L2 flushed, outputs verified; bracketed by the judge's clocks,
+  and the same request with a null call) -> each unseen set timed once, in a request of its own
+  that carries it, paired with a seen rep (again on newly drawn sets where the pairs say
+  remembered answers; the timing again where the drain says hidden work) -> N back-to-back calls
+  on a never-seen set bracketed by the judge's own clock, and the same N of a null call (timers)
+  -> kernel audit under the profiler (CUDA, second tier).
+
+Every set the candidate has not seen travels inside the first request that uses it: nothing
+in the worker's memory lets a candidate compute an answer ahead of the call the judge clocks.
 
 The plan stops as soon as a check fails on the evidence so far (Settings.early_exit).
 """
