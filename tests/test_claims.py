@@ -201,3 +201,4 @@ def test_a_loop_faster_than_its_reported_calls_by_both_clocks_skipped_them():
 def test_the_judges_rehearsal_count_is_the_workers():
     from kernelvet import judge, worker
     assert judge._REHEARSALS == worker._Reps.REHEARSALS
+    assert judge.LEAD_MAX_MS == worker._Reps.LEAD_MAX_S * 1e3

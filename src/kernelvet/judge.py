@@ -721,6 +721,9 @@ def _clocked_time(w, ev: Evidence, record, body: dict, max_blob):
         calls = len(times) + len(msg.body.get("synced_ms") or []) + (_REHEARSALS if ev.device.type == "cuda" else 0)
         ev.clocked_timing.append({**clocks, "calls": calls, "reps": calls + len(msg.body.get("null_drain_ms") or []),
                                   "reported_ms": statistics.median(times), "warmup_ms": float(body["warmup_ms"]),
+                                  # the spin before each rep (CUDA), at most the worker's LEAD_MAX_S: a claim,
+                                  # which only widens the bound
+                                  "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
                                   "warmup_calls": int(body["warmup"])})
     return msg
 
@@ -742,6 +745,7 @@ def _null_timing(w, ev: Evidence, fresh, settings: Settings, reps: int, max_blob
             "fixed_s": fixed["judge_s"], "fixed_main_wait_s": fixed["main_wait_s"]}
 
 
+LEAD_MAX_MS = 2.0       # the worker's _Reps.LEAD_MAX_S, in ms
 NULL_TIMING_REPS = 64   # reps of the null timing request (a rep's own cost, averaged)
 _REHEARSALS = 6         # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
 

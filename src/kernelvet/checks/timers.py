@@ -179,7 +179,8 @@ def request_clock(req: dict, null: dict, device_type: str) -> dict:
     null_rep_s = max(_net(null["judge_s"], null.get("main_wait_s")) - fixed_s, 0.0) / max(null["reps"], 1) * scale
     warm_s = req["warmup_ms"] / 1e3 * scale + (req["warmup_calls"] + 1) * per_call_bound / 1e3
     wall = _per_call(req["judge_s"] - warm_s - fixed_s * scale, null_rep_s * req["reps"], calls)
-    bound = per_call_bound + RATIO * null_rep_s * 1e3
+    # and the spin a CUDA rep starts with (sized from the candidate's own launch path), per rep
+    bound = per_call_bound + RATIO * null_rep_s * 1e3 + req.get("lead_ms", 0.0) * req["reps"] / max(calls, 1)
     says = "agrees" if wall <= bound else ("busy" if load > BUSY_FACTOR else "disagrees")
     return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
             "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
