@@ -855,9 +855,7 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
     n = int(max(5, min(2000, settings.loop_ms / max(median, 1e-3), cap)))
     wall, cpu = bracket({"set": loop_set, "n": n})
     null_wall, null_cpu = bracket({"set": loop_set, "n": n, "null": True})
-    fetch = {"set": loop_set} if new is not None else {}   # the worker drops the loop's own set then
-    msg = record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 0, "fetch": True, **fetch},
-                                             max_blob_bytes=max_blob))
+    msg = record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 0, "fetch": True}, max_blob_bytes=max_blob))
     if msg.tensors:   # the loop's last output, fetched off the clock (a check verifies it)
         ev.add_call("loop", loop_set, loop_set, {}, codec.from_blob(msg.tensors[0]))
     return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu,

@@ -351,10 +351,6 @@ class Worker:
         self.sets[s] = placed
         self._sync()
 
-    def _drop_set(self, s: int) -> None:
-        self.sets.pop(s, None)
-        self.out_buffers.pop(s, None)
-
     def _paint_for_call(self, s: int, deep: bool = False) -> None:
         """Before a call on set `s`: poison what the allocator will hand out, and the set's output
         buffer (guard bands included), unless painting is off."""
@@ -527,14 +523,14 @@ class Worker:
     def _time_unseen(self, b: dict, blobs):
         """A seen/unseen pair: one rep on the set this request carries, before any other candidate
         code runs in this request (nothing can have been computed from it ahead of its call), then
-        one rep on a seen set, under the same conditions. The set is dropped after."""
+        one rep on a seen set, under the same conditions. The set is kept, as every set is: a set
+        that arrives later never lands in a storage an earlier one had."""
         k, seen = int(b["unseen"][0]), int(b["sets"][0])
         self._place_set(k, b["layout"], blobs)
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3)
         rec.rep(k, seen=False)
         rec.rep(seen, seen=True)
         rec.collect()
-        self._drop_set(k)
         pairs = [[rec.times[0], rec.pairs[0][1]]] if rec.times and rec.pairs else []
         body = {"times_ms": rec.times, "drain_ms": [], "synced_ms": [], "null_drain_ms": [], "order": rec.order,
                 "unseen_pairs": pairs, "non_tensor": rec.non_tensor, "warmup_calls": 0,
@@ -623,8 +619,6 @@ class Worker:
         last output is kept, and sent only when the judge asks (`fetch`), off the judge's clock:
         copying a large output out is a fixed cost the null loop does not have."""
         if msg.body.get("fetch"):
-            if "set" in msg.body:   # the loop's own set is done with
-                self._drop_set(int(msg.body["set"]))
             out, self.loop_out = self.loop_out, None
             return "looped", {"exact_tensor": out is not None}, [codec.to_blob(out)] if out is not None else []
         n, s = int(msg.body["n"]), int(msg.body["set"])
