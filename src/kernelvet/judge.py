@@ -839,14 +839,16 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
     # costs by the judge's own clock: a candidate that reports microseconds for milliseconds of
     # work (hidden, forged) must not make the judge run 2000 of its calls, three times over
     # (20 s at 4096^3). An honest candidate's N is what the reported time alone gives.
-    # The loop runs on a set never seen before (`new`), which its pilot's request carries: the
-    # pilot takes the first calls on it (a kernel's first call on new inputs may build a plan or
-    # capture a graph), the loop the calls after. A kernel that remembers answers is `caching`'s.
+    # The loop runs on a set never seen before (`new`), which a one-call request carries first (a
+    # kernel's first call on new inputs may build a plan or capture a graph); the pilot and the
+    # loop time the calls after. A kernel that remembers answers is `caching`'s.
     loop_set, blobs, extra = set_id, (), {}
     if new is not None:
         loop_set, vals = new
         extra["layout"], blobs = _encode_set(vals)
-    pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS, **extra}, blobs)
+    if new is not None:   # the first call on it, alone: the pilot prices the calls after
+        record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 1, **extra}, blobs, max_blob_bytes=max_blob))
+    pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS})
     # less the request's own cost (a null pilot): on a busy host a round trip costs milliseconds,
     # and a loop sized by it would be too short for its calls to show above the null loop's noise
     null_pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS, "null": True})
