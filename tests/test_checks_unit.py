@@ -1,6 +1,8 @@
 """Each check's decision on synthetic evidence, with the numbers measured on an H200
 (shared/CALIBRATION.md). Fast, no worker: the corpus tests run the real thing."""
 
+import os
+
 import pytest
 import torch
 
@@ -169,6 +171,8 @@ class _Timed:
 class _TimingWorker:
     """Answers `time` requests with the bodies it was given, in order; counts what it was asked."""
 
+    pid = os.getpid()   # the judge's clocks read a process's schedstat: this one's
+
     def __init__(self, *bodies):
         self.bodies, self.asked = list(bodies), []
 
@@ -239,11 +243,9 @@ def test_evidence_is_freed_without_the_cycle_collector():
 
 
 def _unseen_again(ev, worker):
-    def upload(*keys):
-        for k in keys:
-            worker.request("inputs", {"set": k, "layout": []})
-    judge._measure_unseen_again(worker, ev, [1, 2, 3], judge.Settings(), 1 << 20, lambda _p, _s, msg: msg,
-                                [[3001], [3002]], upload, lambda msg, keys: None)
+    values = {k: [torch.ones(4)] for k in (3001, 3002)}
+    judge._measure_unseen_again(worker, ev, [1, 2, 3], values, 1 << 20, lambda _p, _s, msg: msg,
+                                [[3001], [3002]], lambda msg, keys: None)
     return REGISTRY[CheckId.CACHING](ev)
 
 
@@ -255,14 +257,15 @@ MEMO, HONEST = [(0.010, 0.060)] * 5, [(0.010, 0.011)] * 5
 
 
 def test_caching_pairs_that_say_remembers_once_are_measured_again_on_new_inputs():
-    """A busy host slowing the unseen reps of one run is not memory: the next run says so, and its
-    times are the ones reported (a kernel remembering only while timed is timed without it)."""
+    """A busy host slowing the unseen reps of one run is not memory: the next run says so. Each
+    unseen set travels inside the one timing request that uses it (never uploaded ahead)."""
     ev = _ev("cpu", timing={"times_ms": [0.010] * 30, "mismatches": 2}, unseen_pairs=[(0.1, 0.5)] * 5)
     worker = _TimingWorker(_pairs(HONEST))
     f = _unseen_again(ev, worker)
     assert f.status is Status.PASS and f.evidence["earlier_attempts"] == [[[0.1, 0.5]] * 5]
-    assert [t for t, _ in worker.asked] == ["inputs", "time"] and worker.asked[1][1]["unseen"] == [3001]
-    assert ev.timing["times_ms"] == [0.010] * 20 and ev.timing["mismatches"] == 2   # the new times, old faults
+    assert [t for t, _ in worker.asked] == ["time"] and worker.asked[0][1]["unseen"] == [3001]
+    assert worker.asked[0][1]["layout"] == [{"t": 0}]   # the set itself, in the request
+    assert ev.timing["times_ms"] == [0.010] * 30 and ev.timing["mismatches"] == 2   # the timing stands, faults kept
 
 
 def test_caching_fails_only_when_every_run_says_remembers():

@@ -46,6 +46,9 @@ class Evidence:
     timing: dict | None = None              # the worker's `timed` body for the seen sets
     unseen_pairs: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (seen ms, unseen ms)
     loop: list[dict] | None = None          # judge-clocked loop attempts: n, wall and CPU seconds, reported ms
+    clocked_timing: list[dict] = dataclasses.field(default_factory=list)   # timing requests by the judge's clocks
+    reference_row_errors: dict = dataclasses.field(default_factory=dict)   # set -> the reference's own, per row
+    null_timing: dict | None = None         # the same request with a null call: a rep's own cost
     probe: dict | None = None               # the ordering probe's answer (CUDA)
     audit: dict | None = None               # the profiler's device activities for one call (CUDA)
     kernels_defined: tuple[str, ...] = ()   # kernels the candidate's source defines (Triton, CUDA C++)

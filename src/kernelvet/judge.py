@@ -8,11 +8,15 @@ what comes back as evidence, and lets the checks decide. The plan, in order:
   (determinism) -> fresh sets B, C -> A overwritten in place (caching) -> ordering probe (CUDA)
   -> kernel audit (CUDA, when the library policy is own-kernels: it decides on the audit's trace, so a
   library call in disguise is rejected before it is timed)
-  -> timing on A, B, C (rotating, L2 flushed, outputs verified; unseen sets interleaved, once
-  each; timed again where the drain says hidden work, or the unseen pairs say remembered
-  answers, the latter on newly drawn unseen sets) -> N back-to-back calls bracketed by the
-  judge's own clock, and the same N of a null call (timers) -> kernel audit under the profiler
-  (CUDA, second tier).
+  -> timing on A, B, C (rotating, L2 flushed, outputs verified; bracketed by the judge's clocks,
+  and the same request with a null call) -> each unseen set timed once, in a request of its own
+  that carries it, paired with a seen rep (again on newly drawn sets where the pairs say
+  remembered answers; the timing again where the drain says hidden work) -> N back-to-back calls
+  on a never-seen set bracketed by the judge's own clock, and the same N of a null call (timers)
+  -> kernel audit under the profiler (CUDA, second tier).
+
+Every set the candidate has not seen travels inside the first request that uses it: nothing
+in the worker's memory lets a candidate compute an answer ahead of the call the judge clocks.
 
 The plan stops as soon as a check fails on the evidence so far (Settings.early_exit).
 """
@@ -33,7 +37,7 @@ import time
 
 import torch
 
-from . import checks, codec, devices, metrics, sizes, spares, spawn, weights
+from . import checks, codec, devices, metrics, sched, sizes, spares, spawn, weights
 from .checks.kernel_audit import defined_kernels
 from .checks import attribution, library_policy as policies
 from .checks.source_scan import forbidden_for_aten_ops, scan_source
@@ -72,6 +76,8 @@ class Settings:
 
 _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
 _UNSEEN_AGAIN = 3000   # first key of the re-measurements' unseen inputs
+_LOOP = 4000           # first key of the judge-clocked loops' inputs (never seen before their loop)
+LOOP_ATTEMPTS = 3
 UNSEEN_AGAIN = 2       # re-measurements of pairs that said "remembers answers", at most
 # A CUDA problem this small is judged on the host (float64 references, comparisons) by a judge
 # that has not started CUDA: a few milliseconds of host arithmetic per input set, where starting
@@ -183,7 +189,9 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     # Unseen inputs for re-measuring pairs that said "remembers" (drawn only if one is needed)
     again = [[_UNSEEN_AGAIN + a * len(unseen) + j for j in range(len(unseen))] for a in range(UNSEEN_AGAIN)]
     key_seeds.update({k: rng.getrandbits(63) for ks in again for k in ks})
-    own_keys = own_sets(reference, key_seeds, unseen, again, source_sha256)   # () without a shared reference
+    loop_keys = [_LOOP + i for i in range(LOOP_ATTEMPTS)]   # the judge-clocked loops' never-seen sets
+    key_seeds.update({k: rng.getrandbits(63) for k in loop_keys})
+    own_keys = own_sets(reference, key_seeds, unseen, [*again, loop_keys], source_sha256)   # () without a shared reference
 
     init = prob.init_inputs()
     launcher = launcher or spawn.shared_launcher()
@@ -274,6 +282,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         )
         ev.library_policy = policy
         ev.forbidden = policies.forbidden_ops(prob.forbidden or ref_run["aten_ops"], policy)
+        ev.reference_row_errors = ref_run["row_errors"]
         ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
         try:
             ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden) | _BELOW_DISPATCHER
@@ -366,8 +375,7 @@ def _vouched_times(ev: Evidence) -> list[float]:
     """The reported times are those the judge's clock agreed with (a re-measurement, if the first
     disagreed), so that a candidate cannot report one run and be vouched for by another."""
     for attempt in ev.loop or []:
-        verdict = judge_clock(attempt, ev.device.type)
-        if verdict["judge_per_call_ms"] <= verdict["bound_ms"]:
+        if judge_clock(attempt, ev.device.type)["agrees"]:
             return attempt["times_ms"]
     return ev.timing["times_ms"]
 
@@ -480,14 +488,17 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
                            f"{w.output()[-500:]}") from None
     if out is None:
         raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
-    errors = [metrics.rel_error(out, refs64[fresh[0]], floor),
-              metrics.rel_error(_decode_output(traced), refs64[fresh[1]], floor)]
+    second = _decode_output(traced)
+    errors = [metrics.rel_error(out, refs64[fresh[0]], floor), metrics.rel_error(second, refs64[fresh[1]], floor)]
+    rows = {}
+    if out.dtype.is_floating_point and second is not None and second.shape == out.shape == refs64[fresh[0]].shape:
+        rows = {fresh[0]: metrics.row_errors(out, refs64[fresh[0]]), fresh[1]: metrics.row_errors(second, refs64[fresh[1]])}
     if out.dtype.is_floating_point and max(errors) > 10 * metrics.TOLERANCE.get(out.dtype, 1.0):
         raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
-            **prepared}
+            "row_errors": rows, **prepared}
 
 
 def _within(deadline: float, timeout: float, name: str, what: str, work):
@@ -557,21 +568,27 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
     on = ev.enabled
     out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
     max_blob = ev.extra.get("message_limit") or max(1 << 20, 64 * out_nbytes)
-    set_values = {k: k for k in [_WARMUP, *fresh, _PROBE, *unseen]}
+    set_values = {k: k for k in [_WARMUP, *fresh, _PROBE, *unseen, *(_LOOP + i for i in range(LOOP_ATTEMPTS))]}
     probe = ev.device.type == "cuda" and CheckId.STREAMS in on
+    placed = set()   # sets the worker holds: a set is sent inside the first request that uses it
 
     def record(phase, set_id, msg):
         ev.integrity.append((phase, msg.body.get("integrity", {})))
         return msg
 
     def call(phase, set_id, **flags):
-        msg = record(phase, set_id, w.request("call", {"set": set_id, **flags}, max_blob_bytes=max_blob))
+        blobs = ()
+        if set_id not in placed:
+            flags["layout"], blobs = _encode_set(values[set_id])
+            placed.add(set_id)
+        msg = record(phase, set_id, w.request("call", {"set": set_id, **flags}, blobs, max_blob_bytes=max_blob))
         ev.add_call(phase, set_id, set_values[set_id], msg.body, _decode_output(msg))
 
     def upload(*keys):
         for k in keys:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
+            placed.add(k)
 
     def timed_outputs(msg, unseen_keys):
         """A timing run's first output on each set, to the evidence (a check verifies each)."""
@@ -597,7 +614,6 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         ev.extra["candidate_weights"] = loaded.body.get("parameters")
         phases["import"] = time.monotonic() - t0
         ev.reached.add("load")
-        upload(_WARMUP, *fresh)
 
         t0 = time.monotonic()
         call("warmup", _WARMUP, trace=CheckId.LIBRARY_CALL in on)
@@ -637,14 +653,14 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
 
         t0 = time.monotonic()
         timed_unseen = unseen if CheckId.CACHING in on else []
-        upload(*timed_unseen)
-        msg = record("timing", None, w.request("time", _time_body(fresh, settings, unseen=timed_unseen),
-                                               max_blob_bytes=max_blob))
+        msg = _clocked_time(w, ev, record, _time_body(fresh, settings), max_blob)
         ev.timing = msg.body
-        ev.unseen_pairs = [tuple(p) for p in msg.body.get("unseen_pairs", [])]
-        timed_outputs(msg, timed_unseen)
+        timed_outputs(msg, ())
+        if CheckId.TIMERS in on and ev.timing.get("times_ms"):
+            ev.null_timing = _null_timing(w, ev, fresh, settings, len(ev.timing["times_ms"]), max_blob)
         if timed_unseen:
-            _measure_unseen_again(w, ev, fresh, settings, max_blob, record, again, upload, timed_outputs)
+            ev.unseen_pairs = _unseen_pairs(w, ev, fresh, timed_unseen, values, max_blob, record, timed_outputs)
+            _measure_unseen_again(w, ev, fresh, values, max_blob, record, again, timed_outputs)
         if CheckId.STREAMS in on:   # on the timing that stands
             _measure_drain_again(w, ev, fresh, settings, max_blob, record)
         ev.reached.add("timing")
@@ -652,7 +668,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
 
         if CheckId.TIMERS in on and ev.timing.get("times_ms"):
             t0 = time.monotonic()
-            ev.loop = _judge_clock_attempts(w, ev, fresh, settings, max_blob, record)
+            ev.loop = _judge_clock_attempts(w, ev, fresh, settings, max_blob, record, values)
             ev.reached.add("loop")
             phases["judge-clock"] = time.monotonic() - t0
         if ev.audit is None and _audit_wanted(ev, audit, waived):
@@ -675,36 +691,88 @@ def _measure_drain_again(w, ev: Evidence, fresh, settings: Settings, max_blob, r
     attempts = []
     while streams.drain_says_hidden(ev.timing) and len(attempts) < 2:
         attempts.append({k: ev.timing.get(k) for k in ("drain_ms", "null_drain_ms", "synced_ms")})
-        ev.timing = _faults_kept(_time_again(w, fresh, settings, max_blob, record).body, ev.timing)
+        ev.timing = _faults_kept(_time_again(w, fresh, settings, max_blob, record, ev=ev).body, ev.timing)
     if attempts:
         ev.extra["drain_attempts"] = attempts
 
 
-def _measure_unseen_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record, again, upload,
-                          timed_outputs) -> None:
+def _measure_unseen_again(w, ev: Evidence, fresh, values, max_blob, record, again, timed_outputs) -> None:
     """Seen/unseen pairs that say "remembers answers" are measured again, up to twice, each time on
     unseen inputs drawn for it: a busy host slows a few single reps once, a kernel that remembers
-    is slow on new inputs every time. The last run's pairs are the evidence, the earlier ones kept.
-    Its timing replaces the earlier one, reported times included: a candidate that remembered
-    answers only while it was timed is timed without them. What any run saw wrong is kept."""
+    is slow on new inputs every time. The last run's pairs are the evidence, the earlier ones kept."""
     attempts = []
     while caching.remembers(ev.unseen_pairs, ev.device.type) and len(attempts) < len(again):
         new = again[len(attempts)]   # unseen inputs drawn for this run
         attempts.append([list(p) for p in ev.unseen_pairs])
-        upload(*new)
-        msg = _time_again(w, fresh, settings, max_blob, record, unseen=new)
-        timed_outputs(msg, new)
-        ev.timing = _faults_kept(msg.body, ev.timing)
-        ev.unseen_pairs = [tuple(p) for p in msg.body.get("unseen_pairs", [])]
+        ev.unseen_pairs = _unseen_pairs(w, ev, fresh, new, values, max_blob, record, timed_outputs)
     if attempts:
         ev.extra["unseen_attempts"] = attempts
 
 
-def _time_again(w, fresh, settings: Settings, max_blob, record, null_reps=None, unseen=()):
-    """A re-measurement, when a clock disagreed with another: the seen sets again, on half the budget."""
-    return record("timing", None, w.request("time", _time_body(fresh, settings, budget_ms=settings.budget_ms / 2,
-                                                               null_reps=null_reps, unseen=unseen),
-                                            max_blob_bytes=max_blob))
+def _unseen_pairs(w, ev: Evidence, fresh, unseen, values, max_blob, record, timed_outputs) -> list[tuple]:
+    """One request per unseen set, carrying it: the worker times one call on it before any other
+    candidate code runs in that request, then one call on a seen set (the pair). A set the worker
+    never held cannot have been computed ahead, by a candidate that reads the worker's memory."""
+    pairs = []
+    lead_ms = float((ev.timing or {}).get("lead_ms", 0.0))
+    for j, k in enumerate(unseen):
+        layout, blobs = _encode_set(values[k])
+        body = {"sets": [fresh[j % len(fresh)]], "unseen": [k], "layout": layout, "lead_ms": lead_ms,
+                "reps": 1, "min_reps": 1, "budget_ms": 0.0, "warmup": 0, "warmup_ms": 0.0, "null_reps": 0}
+        msg = record("timing", None, w.request("time", body, blobs, max_blob_bytes=max_blob))
+        timed_outputs(msg, (k,))
+        ev.timing = _faults_kept(ev.timing or {}, msg.body)
+        pairs += [tuple(p) for p in msg.body.get("unseen_pairs", [])]
+    return pairs
+
+
+def _clocked_time(w, ev: Evidence, record, body: dict, max_blob):
+    """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the
+    reported times by its duration)."""
+    before = sched.sample(w.pid)
+    msg = record("timing", None, w.request("time", body, max_blob_bytes=max_blob))
+    clocks = sched.between(before, sched.sample(w.pid))
+    times = msg.body.get("times_ms") or []
+    if times:
+        calls = len(times) + len(msg.body.get("synced_ms") or []) + (_REHEARSALS if ev.device.type == "cuda" else 0)
+        ev.clocked_timing.append({**clocks, "calls": calls, "reps": calls + len(msg.body.get("null_drain_ms") or []),
+                                  "reported_ms": statistics.median(times), "warmup_ms": float(body["warmup_ms"]),
+                                  # the spin before each rep (CUDA), at most the worker's LEAD_MAX_S: a claim,
+                                  # which only widens the bound
+                                  "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
+                                  "warmup_calls": int(body["warmup"])})
+    return msg
+
+
+def _null_timing(w, ev: Evidence, fresh, settings: Settings, reps: int, max_blob) -> dict:
+    """The cost of a timing request and its reps without the candidate: the same request with
+    the judge's null function in the call's place (min(reps, NULL_TIMING_REPS) reps, no warm-up),
+    by the judge's clocks. A rep's own work (inputs read, paint, flush, events, output checks)
+    is what it prices."""
+    r = max(1, min(reps, NULL_TIMING_REPS))
+    body = {**_time_body(fresh, settings, reps=r, warmup=0, budget_ms=1e9, null_reps=0), "warmup_ms": 0.0,
+            "min_reps": r, "null": True}
+    before = sched.sample(w.pid)
+    w.request("integrity")   # a request's fixed cost: the round trip and the worker's integrity report
+    fixed = sched.between(before, sched.sample(w.pid))
+    before = sched.sample(w.pid)
+    w.request("time", body, max_blob_bytes=max_blob)
+    return {**sched.between(before, sched.sample(w.pid)), "reps": r + (_REHEARSALS if ev.device.type == "cuda" else 0),
+            "fixed_s": fixed["judge_s"], "fixed_main_wait_s": fixed["main_wait_s"]}
+
+
+LEAD_MAX_MS = 2.0       # the worker's _Reps.LEAD_MAX_S, in ms
+NULL_TIMING_REPS = 64   # reps of the null timing request (a rep's own cost, averaged)
+_REHEARSALS = 6         # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
+
+
+def _time_again(w, fresh, settings: Settings, max_blob, record, null_reps=None, unseen=(), ev=None):
+    """A re-measurement, when a clock disagreed with another: the seen sets again, on half the budget
+    (bracketed by the judge's clocks, given the evidence to keep them in)."""
+    body = _time_body(fresh, settings, budget_ms=settings.budget_ms / 2, null_reps=null_reps, unseen=unseen)
+    if ev is not None:
+        return _clocked_time(w, ev, record, body, max_blob)
+    return record("timing", None, w.request("time", body, max_blob_bytes=max_blob))
 
 
 def _faults_kept(body: dict, other: dict) -> dict:
@@ -791,26 +859,27 @@ def _ordering_probe(w, ev: Evidence, set_id, max_blob, record) -> dict:
     return dict(body)
 
 
-def _judge_clock_attempts(w, ev: Evidence, fresh, settings: Settings, max_blob, record) -> list[dict]:
+def _judge_clock_attempts(w, ev: Evidence, fresh, settings: Settings, max_blob, record, values) -> list[dict]:
     """The judge-clocked loop against the reported time; if they disagree, both again (up to twice):
-    a busy moment between two measurements must not pass for a forged clock."""
+    a busy moment between two measurements must not pass for a forged clock. Each loop runs on an
+    input set of its own, which the worker receives inside the loop's request."""
     reported = statistics.median(ev.timing["times_ms"])
     attempts = []
-    for i in range(3):
+    for i in range(LOOP_ATTEMPTS):
         times = ev.timing["times_ms"]
         if i:
-            times = _time_again(w, fresh, settings, max_blob, record, null_reps=0).body["times_ms"]
+            times = _time_again(w, fresh, settings, max_blob, record, null_reps=0, ev=ev).body["times_ms"]
             reported = statistics.median(times)
-        attempt = {**_judge_clocked_loop(w, ev, fresh[1], reported, settings, max_blob, record), "reported_ms": reported,
-                   "times_ms": list(times)}
+        attempt = {**_judge_clocked_loop(w, ev, fresh[1], reported, settings, max_blob, record,
+                                         (_LOOP + i, values[_LOOP + i])),
+                   "reported_ms": reported, "times_ms": list(times)}
         attempts.append(attempt)
-        verdict = judge_clock(attempt, ev.device.type)
-        if verdict["judge_per_call_ms"] <= verdict["bound_ms"]:
+        if judge_clock(attempt, ev.device.type)["agrees"]:
             break
     return attempts
 
 
-def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max_blob, record) -> dict:
+def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max_blob, record, new=None) -> dict:
     """N back-to-back calls that end in a device-wide sync, timed by the judge's clock (which the
     candidate cannot reach), and the same N calls of a null function to price the fixed cost.
 
@@ -818,26 +887,43 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
     threads. A busy machine inflates the first, many threads the second; the real work inflates
     both, so the smaller of the two is what the reported time must account for.
     """
-    def bracket(body):
-        cpu0, t0 = spawn.cpu_seconds(w.pid), time.perf_counter()
-        record("loop", set_id, w.request("loop", body, max_blob_bytes=max_blob))
-        wall, cpu1 = time.perf_counter() - t0, spawn.cpu_seconds(w.pid)
-        return wall, (cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None)
+    def bracket(body, blobs=()):
+        before = sched.sample(w.pid)
+        record("loop", body["set"], w.request("loop", body, blobs, max_blob_bytes=max_blob))
+        got = sched.between(before, sched.sample(w.pid))
+        waits.append((got["wait_s"], got["main_wait_s"]))
+        return got["judge_s"], got["cpu_s"]
+
+    waits = []
 
     # N is sized from the reported time, and at most LOOP_OVERRUN x loop_ms at what a short loop
     # costs by the judge's own clock: a candidate that reports microseconds for milliseconds of
     # work (hidden, forged) must not make the judge run 2000 of its calls, three times over
     # (20 s at 4096^3). An honest candidate's N is what the reported time alone gives.
-    pilot_s, _ = bracket({"set": set_id, "n": PILOT_CALLS})
-    cap = LOOP_OVERRUN * settings.loop_ms / 1e3 / max(pilot_s / PILOT_CALLS, 1e-9)
+    # The loop runs on a set never seen before (`new`), which a one-call request carries first (a
+    # kernel's first call on new inputs may build a plan or capture a graph); the pilot and the
+    # loop time the calls after. A kernel that remembers answers is `caching`'s.
+    loop_set, blobs, extra = set_id, (), {}
+    if new is not None:
+        loop_set, vals = new
+        extra["layout"], blobs = _encode_set(vals)
+    if new is not None:   # the first call on it, alone: the pilot prices the calls after
+        record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 1, **extra}, blobs, max_blob_bytes=max_blob))
+    pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS})
+    # less the request's own cost (a null pilot): on a busy host a round trip costs milliseconds,
+    # and a loop sized by it would be too short for its calls to show above the null loop's noise
+    null_pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS, "null": True})
+    waits.clear()
+    cap = LOOP_OVERRUN * settings.loop_ms / 1e3 / max((pilot_s - null_pilot_s) / PILOT_CALLS, 1e-9)
     n = int(max(5, min(2000, settings.loop_ms / max(median, 1e-3), cap)))
-    wall, cpu = bracket({"set": set_id, "n": n})
-    msg = record("loop", set_id, w.request("loop", {"set": set_id, "n": 0, "fetch": True}, max_blob_bytes=max_blob))
+    wall, cpu = bracket({"set": loop_set, "n": n})
+    null_wall, null_cpu = bracket({"set": loop_set, "n": n, "null": True})
+    msg = record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 0, "fetch": True}, max_blob_bytes=max_blob))
     if msg.tensors:   # the loop's last output, fetched off the clock (a check verifies it)
-        ev.add_call("loop", set_id, set_id, {}, codec.from_blob(msg.tensors[0]))
-    null_wall, null_cpu = bracket({"set": set_id, "n": n, "null": True})
+        ev.add_call("loop", loop_set, loop_set, {}, codec.from_blob(msg.tensors[0]))
     return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu,
-            "pilot_s": pilot_s}
+            "pilot_s": pilot_s, "wait_s": waits[0][0], "null_wait_s": waits[1][0],
+            "main_wait_s": waits[0][1], "null_main_wait_s": waits[1][1]}
 
 
 PILOT_CALLS = 10    # the judge-clocked loop's pilot: what a call costs by the judge's clock

@@ -75,6 +75,30 @@ def error_floor(inputs: list, ref64: torch.Tensor) -> float:
     return FLOOR_FRACTION * math.sqrt(ref64.numel()) * math.sqrt(total / count)
 
 
+ROW_MIN = 256   # elements a row holds at least (trailing dims merged): fewer, and chance decides
+
+
+def as_rows(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a 2-D (rows, elements) view: the trailing dimensions merged until a row holds at
+    least ROW_MIN elements (a tensor smaller than that is one row)."""
+    length, i = 1, t.dim()
+    while i > 0 and length < ROW_MIN:
+        i -= 1
+        length *= t.shape[i]
+    return t.reshape(-1, max(length, 1)) if t.numel() else t.reshape(0, 1)
+
+
+def row_errors(out: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
+    """||out_i - ref_i|| / ||ref_i|| per row (`as_rows`), in float64: 0 where both rows are zero,
+    inf where only the reference's is, or where out has non-finite values the reference has not."""
+    o, r = as_rows(out.to(ref64.device, torch.float64)), as_rows(ref64.to(torch.float64))
+    diff = torch.linalg.vector_norm(torch.nan_to_num(o - r, nan=math.inf), dim=1)
+    denom = torch.linalg.vector_norm(r, dim=1)
+    err = diff / denom
+    err[(diff == 0) & (denom == 0)] = 0.0
+    return torch.where(torch.isfinite(r).all(dim=1), err, torch.zeros_like(err))
+
+
 def ulp_stats(out: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> dict:
     """Per-element error in units of the declared dtype's epsilon, relative to |ref|."""
     if not dtype.is_floating_point:

@@ -34,10 +34,10 @@ REQUESTS = {
                        "out_nbytes", "output_arg", "state"}),
     "inputs": frozenset({"set", "layout"}),
     "overwrite": frozenset({"set"}),
-    "call": frozenset({"set", "trace", "deep_paint"}),
+    "call": frozenset({"set", "trace", "deep_paint", "layout"}),
     "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms",
-                       "null_reps", "reps_per_sync"}),
-    "loop": frozenset({"set", "n", "null", "fetch"}),
+                       "null_reps", "reps_per_sync", "layout", "lead_ms", "null"}),
+    "loop": frozenset({"set", "n", "null", "fetch", "layout"}),
     "probe": frozenset({"set", "sleep_ms"}),
     "audit": frozenset({"set", "sleep_ms", "own", "ops"}),
     "prepare": frozenset({"device", "flush_factor"}),
@@ -336,8 +336,13 @@ class Worker:
         self.state0 = global_state()   # what the trusted reference set up is not the candidate's doing
 
     def _do_inputs(self, msg):
-        values = _decode_values(msg.body["layout"], msg.tensors)
-        s = int(msg.body["set"])
+        self._place_set(int(msg.body["set"]), msg.body["layout"], msg.tensors)
+        return "ok", {}, []
+
+    def _place_set(self, s: int, layout: list, blobs) -> None:
+        """An input set onto the device. A request that uses a set the candidate has never seen
+        carries it itself (`layout`): it exists in this process only once that request runs."""
+        values = _decode_values(layout, blobs)
         # A copy even on the CPU: a large blob arrives as a copy-on-write mapping, whose first
         # touch of each page faults, and that would make an unseen set read slower than a seen one.
         placed = [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
@@ -351,7 +356,6 @@ class Worker:
             self.out_buffers[s] = whole
         self.sets[s] = placed
         self._sync()
-        return "ok", {}, []
 
     def _paint_for_call(self, s: int, deep: bool = False) -> None:
         """Before a call on set `s`: poison what the allocator will hand out, and the set's output
@@ -395,6 +399,8 @@ class Worker:
     def _do_call(self, msg):
         """One observed call: threads, type, stability, inputs, and the output itself."""
         s = int(msg.body["set"])
+        if "layout" in msg.body:
+            self._place_set(s, msg.body["layout"], msg.tensors)
         inputs = self.sets[s]
         before_inputs = [self.bound.clone(t) if isinstance(t, torch.Tensor) and i != self.output_arg else None
                          for i, t in enumerate(inputs)]
@@ -509,6 +515,8 @@ class Worker:
         synchronised run takes the second clock.
         """
         b = msg.body
+        if "layout" in b:
+            return self._time_unseen(b, msg.tensors)
         sets = [int(s) for s in b["sets"]]
         unseen = [int(s) for s in b.get("unseen", [])]
         reps, min_reps, budget_s = int(b["reps"]), int(b["min_reps"]), float(b["budget_ms"]) / 1e3
@@ -517,7 +525,8 @@ class Worker:
         i, host_s = 0, []
         while i < int(b["warmup"]) or (bound.pc() - t0 < float(b.get("warmup_ms", 0)) / 1e3 and i < 10_000):
             t1 = bound.pc()
-            self._run_candidate("warm-up call", self.fn, *self.sets[sets[i % len(sets)]])
+            self._run_candidate("warm-up call", _null_call if b.get("null") else self.fn,
+                                *self.sets[sets[i % len(sets)]])
             host_s.append(bound.pc() - t1)
             i += 1
             if i % 8 == 0:
@@ -530,7 +539,7 @@ class Worker:
         # near its budget (the host stops queueing on its own clock, so one batch may run past it).
         per_sync = int(b.get("reps_per_sync", _Reps.SYNC_EVERY))
         rec = _Reps(self, sync_every=max(1, min(per_sync, int(budget_s / per_call / 4))),
-                    lead_s=_Reps.lead_for(host_s))
+                    lead_s=_Reps.lead_for(host_s), fn=_null_call if b.get("null") else None)
         rec.rehearse(sets)
         t_begin = bound.pc()
         r = 0
@@ -554,6 +563,23 @@ class Worker:
                 "order": rec.order, "unseen_pairs": rec.pairs, "non_tensor": rec.non_tensor,
                 "warmup_calls": i, "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
                 **rec.verdicts()}
+        return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
+
+    def _time_unseen(self, b: dict, blobs):
+        """A seen/unseen pair: one rep on the set this request carries, before any other candidate
+        code runs in this request (nothing can have been computed from it ahead of its call), then
+        one rep on a seen set, under the same conditions. The set is kept, as every set is: a set
+        that arrives later never lands in a storage an earlier one had."""
+        k, seen = int(b["unseen"][0]), int(b["sets"][0])
+        self._place_set(k, b["layout"], blobs)
+        rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3)
+        rec.rep(k, seen=False)
+        rec.rep(seen, seen=True)
+        rec.collect()
+        pairs = [[rec.times[0], rec.pairs[0][1]]] if rec.times and rec.pairs else []
+        body = {"times_ms": rec.times, "drain_ms": [], "synced_ms": [], "null_drain_ms": [], "order": rec.order,
+                "unseen_pairs": pairs, "non_tensor": rec.non_tensor, "warmup_calls": 0,
+                "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, **rec.verdicts()}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):
@@ -651,8 +677,10 @@ class Worker:
         if msg.body.get("fetch"):
             out, self.loop_out = self.loop_out, None
             return "looped", {"exact_tensor": out is not None}, [codec.to_blob(out)] if out is not None else []
-        n = int(msg.body["n"])
-        inputs = self.sets[int(msg.body["set"])]
+        n, s = int(msg.body["n"]), int(msg.body["set"])
+        if "layout" in msg.body:   # never seen before this request
+            self._place_set(s, msg.body["layout"], msg.tensors)
+        inputs = self.sets[s]
         if msg.body.get("null"):
             fn = _null_call
         else:
@@ -695,8 +723,9 @@ class _Reps:
     LEAD_MAX_S = 2e-3
     REHEARSALS = 6
 
-    def __init__(self, worker: Worker, sync_every: int = SYNC_EVERY, lead_s: float = 0.0):
+    def __init__(self, worker: Worker, sync_every: int = SYNC_EVERY, lead_s: float = 0.0, fn=None):
         self.w = worker
+        self.fn = fn or worker.fn   # `_null_call`: the judge's calibration of a rep's own cost
         self.cuda = worker.device.type == "cuda"
         self.sync_every = sync_every
         self.lead_s = lead_s if self.cuda else 0.0
@@ -785,7 +814,7 @@ class _Reps:
         w, bound = self.w, self.w.bound
         inputs = self._before_call(s, lead=lead)
         bound.ev_record(start)
-        out = w._run_candidate("timed call", w.fn, *inputs)
+        out = w._run_candidate("timed call", self.fn, *inputs)
         bound.ev_record(end)
         return out
 
@@ -800,7 +829,7 @@ class _Reps:
         else:
             inputs = self._before_call(where)
             t0 = bound.pc_ns()
-            out = w._run_candidate("timed call", w.fn, *inputs)
+            out = w._run_candidate("timed call", self.fn, *inputs)
             self._record((bound.pc_ns() - t0) / 1e6, seen, s)   # the host clock is read now
             clock = None
         self._check_guards(where)

@@ -9,9 +9,21 @@
     at most RATIO times it plus a fixed host slack for launch cost. A machine that got busy between
     the two measurements can fake a gap, so a failing comparison is measured again (reported time
     and loop, back to back) up to twice, and the best agreement counts: a forger fails every time. A candidate that reports 0.001 ms for calls that take milliseconds is rejected even if
-    every binding looks untouched (it edited the worker's measurements, say)."""
+    every binding looks untouched (it edited the worker's measurements, say).
+(3) Every timing request of the candidate is bracketed by the judge's clocks too, and so is the
+    same request with a null function in the call's place (a rep's own cost: inputs read, paint,
+    flush, checks). The request's duration, less its warm-up and the reps' own cost, per call,
+    must be accounted for by the reported median as in (2): a recorder that shrinks the times it
+    is handed fails here even when every call ran. And a loop far faster than the reported time
+    (a loop that skipped its calls) fails (2) from below.
+On a busy host the clocks run slow for reasons of the host's own: the kernel's scheduler says
+how long the worker's threads waited for a core (sched.py). A comparison that fails only by
+time the worker spent waiting says the host was busy, not that the candidate lied: it is
+measured again, and if every measurement is so, the check is inconclusive, never a false fail."""
 
 from __future__ import annotations
+
+import math
 
 from ..ids import CheckId
 from ..report import Finding, Status
@@ -29,6 +41,26 @@ RATIO = 8.0
 SLACK_MS = {"cuda": 0.15, "cpu": 0.05}
 
 
+# A loop this much faster per call than the reported time, by both of the judge's clocks, skipped
+# its calls: back to back, without flushes, a call runs faster than per rep (warm caches), but not
+# 8x; and the loop's work must be long enough (FLOOR_MIN_MS at the floor, in all) to be told from
+# the null loop's noise (a busy moment makes a loop look slower, never faster).
+FLOOR_RATIO = 8.0
+FLOOR_MIN_MS = 2.0
+# A measurement in which the worker's threads waited for a core at least this fraction of the
+# judge's wall time, and whose excess over the bound is at most what waiting adds to a call (the
+# threads' wait per call, at most BUSY_SLACK_MS: a thread that waits stalls its peers, which spin
+# at a barrier for up to about a millisecond before they sleep), says "the host was busy". On a
+# 2-core host with two spinning processes, an honest 17 us elementwise call read 0.39 ms per call
+# by both clocks; a forger reporting 1/50 of its time stays 20x over, waits and all.
+BUSY_WAIT_FRACTION = 0.05
+BUSY_SLACK_MS = 1.0
+# A timing request whose serving thread had a core less than 1/BUSY_FACTOR of its duration says
+# nothing (at 7x, on a 2-core host shared with a dozen busy processes, a 50x forger still read 3x
+# over its bound).
+BUSY_FACTOR = 10.0
+
+
 def evaluate(ev) -> Finding:
     phase, moved = first_seen(ev.integrity, "moved")
     if moved:
@@ -36,29 +68,120 @@ def evaluate(ev) -> Finding:
                        f"(first seen after {phase}): {', '.join(moved)}", {"moved": moved, "phase": phase})
     if not ev.integrity:
         return not_reached(CheckId.TIMERS)
-    if not ev.loop:
+    requests = [request_clock(r, ev.null_timing, ev.device.type) for r in ev.clocked_timing] if ev.null_timing else []
+    if not ev.loop and not requests:
         return Finding(CheckId.TIMERS, Status.PASS, "clock bindings unchanged (the judge-clock loop did not run)",
                        {"phases_checked": len(ev.integrity)})
-    attempts = [judge_clock(a, ev.device.type) for a in ev.loop]
-    best = min(attempts, key=lambda a: a["judge_per_call_ms"] / a["bound_ms"])
-    evidence = {**best, "attempts": attempts}
-    if best["judge_per_call_ms"] > best["bound_ms"]:
+    attempts = [judge_clock(a, ev.device.type) for a in ev.loop or []]
+    evidence = {"attempts": attempts, "requests": requests}
+    loop_says, req_says = _overall(attempts), _overall(requests)
+    if attempts:
+        best = min(attempts, key=lambda a: a["judge_per_call_ms"] / a["bound_ms"])
+        evidence.update(best)
+    if loop_says == "disagrees":
+        worst = next(a for a in attempts if a["says"] == "disagrees")
+        if worst["skipped"]:
+            return Finding(CheckId.TIMERS, Status.FAIL,
+                           f"the judge's clock saw {worst['judge_max_per_call_ms']:.4g} ms per call in a loop of "
+                           f"{worst['n']} calls, the candidate's timing reported {worst['reported_ms']:.4g} ms: the "
+                           f"loop did not run its calls ({len(attempts)} attempts)", evidence)
         return Finding(CheckId.TIMERS, Status.FAIL,
                        f"the judge's clock saw {best['judge_per_call_ms']:.4g} ms per call, the candidate's timing "
                        f"reported {best['reported_ms']:.4g} ms: the reported time does not account for the work"
                        f" ({len(attempts)} attempts)", evidence)
+    if req_says == "disagrees":
+        r = min(requests, key=lambda a: a["judge_per_call_ms"] / a["bound_ms"])
+        return Finding(CheckId.TIMERS, Status.FAIL,
+                       f"the judge's clock saw {r['judge_per_call_ms']:.4g} ms per timed call in the timing request "
+                       f"({r['calls']} calls, {r['judge_s'] * 1e3:.4g} ms in all), the candidate's timing reported "
+                       f"{r['reported_ms']:.4g} ms: the reported times do not account for the request "
+                       f"({len(requests)} requests)", evidence)
+    if "busy" in (loop_says, req_says):
+        which = "judge-clocked loop" if loop_says == "busy" else "timing requests"
+        return Finding(CheckId.TIMERS, Status.SKIP,
+                       f"inconclusive: the host was busy (the worker's threads waited for a core through every "
+                       f"measurement of the {which}), so the judge's clock could not bound the reported time",
+                       {**evidence, "inconclusive": True})
+    if not attempts:
+        return Finding(CheckId.TIMERS, Status.PASS, "bindings unchanged; the timing requests' durations account "
+                       "for the reported times", evidence)
     return Finding(CheckId.TIMERS, Status.PASS, f"bindings unchanged; judge clock {best['judge_per_call_ms']:.4g} ms "
                    f"per call vs reported {best['reported_ms']:.4g} ms", evidence)
+
+
+def _overall(verdicts: list[dict]) -> str | None:
+    """Best agreement counts: one measurement that agrees clears the check; else a measurement
+    that disagrees, whatever the host did, fails it; else every one was busy: inconclusive."""
+    says = {v["says"] for v in verdicts}
+    for outcome in ("agrees", "disagrees", "busy"):
+        if outcome in says:
+            return outcome
+    return None
+
+
+def _per_call(total_s, null_s, n) -> float | None:
+    if total_s is None or null_s is None:
+        return None
+    return max(total_s - null_s, 0.0) / max(n, 1) * 1e3
+
+
+def _says(per_call, bound, cpu_per_call, wait_s, null_wait_s, n, judge_s) -> str:
+    """agrees | disagrees | busy (the excess is the time the worker waited for a core)."""
+    if per_call <= bound:
+        return "agrees"
+    if wait_s is None or judge_s <= 0 or wait_s < BUSY_WAIT_FRACTION * judge_s:
+        return "disagrees"
+    waited = min(_per_call(wait_s, null_wait_s or 0.0, n), BUSY_SLACK_MS)
+    return "busy" if per_call - waited <= bound else "disagrees"
+
+
+def _net(total_s, main_wait_s):
+    """A duration by the judge's wall clock, less the time the worker's serving thread waited for
+    a core in it (sched.py): what the worker spent, whatever else the host ran."""
+    return total_s - (main_wait_s or 0.0)
 
 
 def judge_clock(attempt: dict, device_type: str) -> dict:
     """One judge-clocked loop against the reported time measured just before it."""
     n = attempt["n"]
-    wall = max(attempt["judge_s"] - attempt["null_s"], 0.0) / n * 1e3
-    cpu = None
-    if attempt.get("cpu_s") is not None and attempt.get("null_cpu_s") is not None:
-        cpu = max(attempt["cpu_s"] - attempt["null_cpu_s"], 0.0) / n * 1e3
+    wall = _per_call(_net(attempt["judge_s"], attempt.get("main_wait_s")),
+                     _net(attempt["null_s"], attempt.get("null_main_wait_s")), n)
+    cpu = _per_call(attempt.get("cpu_s"), attempt.get("null_cpu_s"), n)
     per_call = min(wall, cpu) if cpu is not None else wall
+    most = max(wall, cpu) if cpu is not None else wall
+    bound = RATIO * attempt["reported_ms"] + SLACK_MS[device_type]
+    floor = attempt["reported_ms"] / FLOOR_RATIO
+    skipped = n * floor >= FLOOR_MIN_MS and most < floor
+    says = "disagrees" if skipped else _says(per_call, bound, cpu, attempt.get("wait_s"),
+                                             attempt.get("null_wait_s"), n, attempt["judge_s"])
     return {"reported_ms": attempt["reported_ms"], "judge_per_call_ms": per_call, "judge_wall_per_call_ms": wall,
-            "judge_cpu_per_call_ms": cpu, "bound_ms": RATIO * attempt["reported_ms"] + SLACK_MS[device_type],
-            "n": n}
+            "judge_cpu_per_call_ms": cpu, "judge_max_per_call_ms": most, "bound_ms": bound, "floor_ms": floor,
+            "n": n, "skipped": skipped, "wait_s": attempt.get("wait_s"), "main_wait_s": attempt.get("main_wait_s"),
+            "says": says, "agrees": says == "agrees"}
+
+
+def request_clock(req: dict, null: dict, device_type: str) -> dict:
+    """One timing request by the judge's clocks against its reported median: what is left of its
+    duration after the warm-up (its budget, and a few calls at the bound) and the reps' own cost
+    (the null request's, per rep), per timed call, must be accounted for as in the loop.
+
+    Wall against wall: the reported times are the worker's wall clock over the very reps this
+    request ran, waits for a core included, so the judge's duration keeps them too; what was
+    measured elsewhere (the null request, the warm-up's budget) is scaled by this request's own
+    load: its duration over the time its serving thread was not waiting for a core. Under a
+    load that left the worker a core less than 1/BUSY_FACTOR of the time, it cannot tell."""
+    reported, calls = req["reported_ms"], req["calls"]
+    per_call_bound = RATIO * reported + SLACK_MS[device_type]
+    running = _net(req["judge_s"], req.get("main_wait_s"))
+    load = req["judge_s"] / running if running > 0 else math.inf
+    scale = min(load, BUSY_FACTOR)
+    fixed_s = _net(null.get("fixed_s", 0.0), null.get("fixed_main_wait_s"))
+    null_rep_s = max(_net(null["judge_s"], null.get("main_wait_s")) - fixed_s, 0.0) / max(null["reps"], 1) * scale
+    warm_s = req["warmup_ms"] / 1e3 * scale + (req["warmup_calls"] + 1) * per_call_bound / 1e3
+    wall = _per_call(req["judge_s"] - warm_s - fixed_s * scale, null_rep_s * req["reps"], calls)
+    # and the spin a CUDA rep starts with (sized from the candidate's own launch path), per rep
+    bound = per_call_bound + RATIO * null_rep_s * 1e3 + req.get("lead_ms", 0.0) * req["reps"] / max(calls, 1)
+    says = "agrees" if wall <= bound else ("busy" if load > BUSY_FACTOR else "disagrees")
+    return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
+            "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
+            "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}

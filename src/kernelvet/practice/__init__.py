@@ -117,6 +117,7 @@ CORPUS: tuple[Entry, ...] = (
     _cheat("tf32_operands", 8, "matmul", BOTH, C.PRECISION),
     _cheat("tf32_dot", 8, "matmul", ("cuda",), C.PRECISION),
     _cheat("fp16_softmax", 8, "softmax", BOTH, C.PRECISION),
+    _cheat("thin_rows", 8, "scaled_rows.py", BOTH, C.PRECISION),
     _cheat("pointer_cache", 9, "softmax", BOTH, C.CACHING),
     _cheat("content_cache", 9, "matmul", ("cpu",), C.CACHING),
     _cheat("shape_cache", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,

@@ -1,0 +1,48 @@
+"""What the kernel's scheduler says about a process: the judge's witness of a busy host.
+
+/proc/<pid>/task/*/schedstat holds, per thread, the time it ran and the time it waited on a run
+queue (runnable, but a core was busy with something else). The process cannot edit either. Time
+waited is what a busy host adds to a wall clock; threads that spin while a peer waits (OpenMP
+barriers) add it to CPU time as well. Neither says anything about what the process claims.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    wall_s: float               # the judge's own clock
+    cpu_s: float | None         # run time of the process's live threads (None where /proc cannot tell)
+    wait_s: float | None        # run-queue wait of those threads
+    main_wait_s: float | None   # run-queue wait of its main thread (the one that serves requests)
+
+
+def sample(pid: int) -> Sample:
+    run = wait = 0
+    main = None
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                fields = fh.read().split()
+            run, wait = run + int(fields[0]), wait + int(fields[1])
+            if tid == str(pid):
+                main = int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return Sample(time.perf_counter(), None, None, None)
+    return Sample(time.perf_counter(), run / 1e9, wait / 1e9, main)
+
+
+def between(a: Sample, b: Sample) -> dict:
+    """Wall, CPU and run-queue wait seconds from `a` to `b` (CPU and waits None where unknown).
+    The main thread's wait is time the wall clock ran while the worker's serving thread could
+    not: what a busy host adds to the duration of a request, and nothing the worker did."""
+    known = a.cpu_s is not None and b.cpu_s is not None
+    main = a.main_wait_s is not None and b.main_wait_s is not None
+    return {"judge_s": b.wall_s - a.wall_s,
+            "cpu_s": b.cpu_s - a.cpu_s if known else None,
+            "wait_s": max(b.wait_s - a.wait_s, 0.0) if known else None,
+            "main_wait_s": max(b.main_wait_s - a.main_wait_s, 0.0) if main else None}

@@ -1,0 +1,204 @@
+"""The worker's numbers are claims: candidates that rewrite the worker from inside it (its own
+classes' methods, found through the interpreter, or the input sets it holds, found through the
+stack) are rejected by what the judge measures itself, and the next vet on the same launcher is
+unaffected."""
+
+import pytest
+
+from kernelvet import spawn, vet
+from kernelvet.ids import CheckId
+from kernelvet.report import Status, Verdict
+
+from .candidates import MATMUL_HEADER, honest_matmul
+from .test_hostile import assert_judge_healthy
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    launcher = spawn.Launcher()
+    yield launcher
+    launcher.close()
+
+
+# The worker's module, reached the way a candidate reaches it: through the garbage collector's
+# list of live objects (its Worker instance), not by a name of the harness's.
+FIND_WORKER = """
+import gc, sys
+_worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker" and hasattr(o, "sets"))
+_kw = sys.modules[type(_worker).__module__]
+"""
+
+# The per-rep recorder, swapped: every time it is handed is recorded 300x shorter.
+SHRINK_RECORDER = FIND_WORKER + """
+_real_record = _kw._Reps._record
+def _record(self, ms, seen, s):
+    return _real_record(self, ms / 300, seen, s)
+_kw._Reps._record = _record
+"""
+
+# The judge-clocked loop, swapped: no call at all while the judge's clock runs; the one output
+# the judge fetches afterwards is computed then, off its clock.
+SKIP_LOOP = FIND_WORKER + """
+def _do_loop(self, msg):
+    if msg.body.get("fetch"):
+        out = self.fn(*self.loop_set) if getattr(self, "loop_set", None) else None
+        return "looped", {"exact_tensor": out is not None}, [_kw.codec.to_blob(out)] if out is not None else []
+    if "layout" in msg.body:
+        self._place_set(int(msg.body["set"]), msg.body["layout"], msg.tensors)
+    if not msg.body.get("null"):
+        self.loop_set = self.sets[int(msg.body["set"])]
+    return "looped", {"exact_tensor": True}, []
+_kw.Worker._do_loop = _do_loop
+"""
+
+# Walk up the stack into the worker, compute an answer for every input set it holds, and answer
+# each later call on one of them from memory (keyed by the storages and a sample of their values,
+# so inputs overwritten in place are computed anew).
+PRECOMPUTE = """
+import sys
+_answers = {}
+def _key(A, B):
+    return (A.data_ptr(), B.data_ptr(), float(A[0, :8].sum()), float(B[-1, -8:].sum()))
+def _product(A, B):
+    out = torch.zeros(A.shape[0], B.shape[1])
+    for k in range(0, A.shape[1], 32):
+        out += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
+    return out
+def _precompute():
+    f = sys._getframe(2)
+    while f is not None:
+        held = getattr(f.f_locals.get("self"), "sets", None)
+        if isinstance(held, dict):
+            for vals in list(held.values()):
+                if len(vals) == 2 and _key(*vals) not in _answers:
+                    _answers[_key(*vals)] = _product(*vals)
+            return
+        f = f.f_back
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        _precompute()
+        hit = _answers.get(_key(A, B))
+        return hit.clone() if hit is not None else _product(A, B)
+"""
+
+
+def _write(write, name, text):
+    return write(f"{name}.py", MATMUL_HEADER + text)
+
+
+def test_a_recorder_that_shrinks_its_times_fails_timers_by_the_requests_duration(launcher, write):
+    path = _write(write, "shrink", SHRINK_RECORDER + honest_matmul())
+    report = vet(path, "matmul", device="cpu", timeout=120, launcher=launcher)
+    timers = report.finding(CheckId.TIMERS)
+    assert report.verdict is Verdict.REJECT and timers.status is Status.FAIL, report.dumps()
+    assert any(r["says"] == "disagrees" for r in timers.evidence["requests"]), timers.evidence
+    assert_judge_healthy(launcher)
+
+
+def test_a_loop_that_skips_its_calls_fails_timers_from_below(launcher, write):
+    path = _write(write, "skip", SKIP_LOOP + honest_matmul())
+    report = vet(path, "matmul", device="cpu", timeout=120, launcher=launcher)
+    timers = report.finding(CheckId.TIMERS)
+    assert report.verdict is Verdict.REJECT and timers.status is Status.FAIL, report.dumps()
+    assert all(a["skipped"] for a in timers.evidence["attempts"]), timers.evidence["attempts"]
+    assert "did not run its calls" in timers.summary
+    assert_judge_healthy(launcher)
+
+
+def test_inputs_read_ahead_from_the_workers_frames_cannot_include_unseen_ones(launcher, write):
+    """Every set the worker holds is answered ahead; the unseen sets, each inside the one request
+    that times it, are not there to be read before their call, and come out slow (caching)."""
+    path = _write(write, "precompute", PRECOMPUTE)
+    report = vet(path, "matmul", device="cpu", timeout=120, launcher=launcher)
+    caching = report.finding(CheckId.CACHING)
+    assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, report.dumps()
+    assert "remembers answers" in caching.summary
+    assert_judge_healthy(launcher)
+
+
+# -- the judge's arithmetic on its own measurements (synthetic, deterministic) -----------------
+
+def _ev(**kw):
+    import torch
+    from kernelvet.evidence import Evidence
+    from kernelvet.ids import ALL_CHECKS
+    ev = Evidence(device=torch.device("cpu"), device_info={}, peaks=None, dtype=torch.float32, shape=(8, 8),
+                  flops=None, bytes_moved=None, inputs={}, refs64={}, reference_error=1e-7,
+                  poison_words=(0,), enabled=frozenset(ALL_CHECKS), integrity=[("import", {"moved": []})])
+    for k, v in kw.items():
+        setattr(ev, k, v)
+    return ev
+
+
+def _timers(ev):
+    from kernelvet.checks import REGISTRY
+    return REGISTRY[CheckId.TIMERS](ev)
+
+
+NULL = {"judge_s": 0.006 + 64 * 0.05e-3, "main_wait_s": 0.0, "reps": 64, "fixed_s": 0.006, "fixed_main_wait_s": 0.0}
+
+
+def _request(reported_ms, judge_s, main_wait_s=0.0, calls=100):
+    return {"judge_s": judge_s, "cpu_s": None, "wait_s": 2 * main_wait_s, "main_wait_s": main_wait_s,
+            "calls": calls, "reps": calls, "reported_ms": reported_ms, "warmup_ms": 25.0, "warmup_calls": 3}
+
+
+def test_a_timing_request_that_lasts_its_reps_agrees_and_one_50x_longer_fails():
+    honest = _request(1.0, 0.025 + 0.006 + 100 * (1.0 + 0.05) / 1e3)          # warm-up, fixed, reps + their cost
+    forged = _request(1.0 / 50, honest["judge_s"])
+    assert _timers(_ev(clocked_timing=[honest], null_timing=NULL)).status is Status.PASS
+    f = _timers(_ev(clocked_timing=[forged], null_timing=NULL))
+    assert f.status is Status.FAIL and "timing request" in f.summary, f.summary
+
+
+def test_a_busy_host_scales_what_was_measured_elsewhere_and_a_forger_still_fails():
+    """The request ran while its serving thread waited 7/8 of the time: the reps' own cost (priced
+    by the null request, elsewhere) and the warm-up's budget are scaled by 8; the reported times,
+    taken over the same reps, already carry the waits."""
+    honest = _request(8.0, 8 * (0.025 + 0.006 + 100 * 0.05 / 1e3) + 100 * 8.0 / 1e3)
+    honest["main_wait_s"] = honest["judge_s"] * 7 / 8
+    assert _timers(_ev(clocked_timing=[honest], null_timing=NULL)).status is Status.PASS
+    forged = {**honest, "reported_ms": 8.0 / 50}
+    assert _timers(_ev(clocked_timing=[forged], null_timing=NULL)).status is Status.FAIL
+
+
+def test_a_request_that_barely_had_a_core_is_inconclusive_not_failed():
+    from kernelvet.checks import timers
+    starved = _request(0.01, 1.0, main_wait_s=1.0 * (1 - 0.5 / timers.BUSY_FACTOR))
+    f = _timers(_ev(clocked_timing=[starved], null_timing=NULL))
+    assert f.status is Status.SKIP and f.evidence["inconclusive"] and "inconclusive" in f.summary
+
+
+def _loop(reported_ms, per_call_ms, n=100, wait_s=0.0, null_s=0.010):
+    return {"n": n, "judge_s": null_s + n * per_call_ms / 1e3, "null_s": null_s, "cpu_s": None, "null_cpu_s": None,
+            "reported_ms": reported_ms, "wait_s": wait_s, "null_wait_s": 0.0, "main_wait_s": 0.0,
+            "null_main_wait_s": 0.0, "times_ms": [reported_ms]}
+
+
+def test_the_busy_hosts_false_finding_is_inconclusive_and_a_forger_is_not():
+    """A tiny elementwise call (17 us per rep) read 0.39 ms per call back to back on a 2-core host
+    with two spinning processes: its threads waited for a core through the loop. A forger that
+    claims 1/50 of 5 ms fails whatever the host did: waiting explains at most BUSY_SLACK_MS a call."""
+    busy = [_loop(0.0171, 0.3882, wait_s=0.5 * 0.1 + 100 * 0.0004)] * 3
+    f = _timers(_ev(loop=busy))
+    assert f.status is Status.SKIP and f.evidence["inconclusive"], f.summary
+    forged = [_loop(0.1, 5.0, wait_s=0.4)] * 3
+    assert _timers(_ev(loop=forged)).status is Status.FAIL
+    calm = [_loop(0.0171, 0.3882, wait_s=0.0)] * 3   # the same numbers without the waits: a lie
+    assert _timers(_ev(loop=calm)).status is Status.FAIL
+
+
+def test_a_loop_faster_than_its_reported_calls_by_both_clocks_skipped_them():
+    skipped = [_loop(5.0, 0.01, n=12)] * 3
+    f = _timers(_ev(loop=skipped))
+    assert f.status is Status.FAIL and "did not run its calls" in f.summary
+    warm_caches = [_loop(5.0, 5.0 / 4, n=12)] * 3   # back to back 4x faster than per rep: honest
+    assert _timers(_ev(loop=warm_caches)).status is Status.PASS
+    too_short = [_loop(0.01, 0.0, n=100)] * 3       # 100 x 10 us: within the null loop's noise
+    assert _timers(_ev(loop=too_short)).status is Status.PASS
+
+
+def test_the_judges_rehearsal_count_is_the_workers():
+    from kernelvet import judge, worker
+    assert judge._REHEARSALS == worker._Reps.REHEARSALS
+    assert judge.LEAD_MAX_MS == worker._Reps.LEAD_MAX_S * 1e3
