@@ -723,6 +723,7 @@ def _unseen_pairs(w, ev: Evidence, fresh, unseen, values, max_blob, record, time
         timed_outputs(msg, (k,))
         ev.timing = _faults_kept(ev.timing or {}, msg.body)
         pairs += [tuple(p) for p in msg.body.get("unseen_pairs", [])]
+        ev.extra["unseen_in_place"] = ev.extra.get("unseen_in_place", 0) + int(msg.body.get("unseen_in_place") or 0)
     return pairs
 
 

@@ -573,13 +573,16 @@ class Worker:
         k, seen = int(b["unseen"][0]), int(b["sets"][0])
         self._place_set(k, b["layout"], blobs)
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3)
-        rec.rep(k, seen=False)
+        # The unseen values run in the seen set's storages (see _Reps._place): a plan or graph keyed
+        # on pointers replays there, as on seen values, while an answer remembered by value misses.
+        rec.rep(k, seen=False, at=seen)
         rec.rep(seen, seen=True)
         rec.collect()
         pairs = [[rec.times[0], rec.pairs[0][1]]] if rec.times and rec.pairs else []
         body = {"times_ms": rec.times, "drain_ms": [], "synced_ms": [], "null_drain_ms": [], "order": rec.order,
                 "unseen_pairs": pairs, "non_tensor": rec.non_tensor, "warmup_calls": 0,
-                "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, **rec.verdicts()}
+                "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
+                **rec.verdicts()}
         return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):

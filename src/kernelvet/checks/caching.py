@@ -75,7 +75,7 @@ def evaluate(ev) -> Finding:
     if ev.unseen_pairs:
         stats = pair_stats(ev.unseen_pairs)
         evidence.update({**stats, "pairs": [list(p) for p in ev.unseen_pairs],
-                         "unseen_at_seen_pointers": t.get("unseen_in_place"),
+                         "unseen_at_seen_pointers": ev.extra.get("unseen_in_place"),
                          "earlier_attempts": ev.extra.get("unseen_attempts", [])})
         if remembers(ev.unseen_pairs, ev.device.type):
             runs = 1 + len(evidence["earlier_attempts"])
