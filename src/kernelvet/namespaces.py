@@ -123,7 +123,10 @@ def enter(cwd: str, cuda: bool) -> dict:
     if flags & CLONE_NEWPID:
         _split()                 # returns in the worker only
     proc_opts = None if flags & CLONE_NEWPID else "hidepid=invisible"
-    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, proc_opts, "a /proc of its own")
+    # Read-only only where no CUDA runs: cuInit fails on a read-only /proc (error 304, measured on
+    # the H200). A worker of its own uid may write no process's files there but its own.
+    proc_ro = 0 if cuda else _MS_RDONLY
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | proc_ro, proc_opts, "a /proc of its own")
     _drop(wuid, wgid)
     names = [n for n, f in (("mount", CLONE_NEWNS), ("pid", CLONE_NEWPID), ("net", CLONE_NEWNET),
                             ("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS), ("user", CLONE_NEWUSER)) if flags & f]

@@ -11,9 +11,10 @@ import platform
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
-# Machine code of the seccomp filter, per architecture: (AUDIT_ARCH, socket's number, io_uring_setup's).
-_ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
-REFUSED = "socket(AF_UNIX) and io_uring refused"
+# Machine code of the seccomp filter, per architecture: (AUDIT_ARCH, connect's, sendto's and
+# io_uring_setup's numbers).
+_ARCHES = {"x86_64": (0xC000003E, 42, 44, 425), "aarch64": (0xC00000B7, 203, 206, 425)}
+REFUSED = "connect(), sendto() to an address and io_uring refused"
 
 
 class _SockFilter(ctypes.Structure):
@@ -26,21 +27,28 @@ class _SockFprog(ctypes.Structure):
 
 def no_new_unix_sockets() -> None:
     """A network namespace does not cover Unix sockets bound to paths, nor does a read-only mount:
-    a worker could still connect to the user's agent, bus or `kernelvet serve` sockets (where its
-    uid may). It needs none: its one channel to the judge is open already. So `socket(AF_UNIX)`
-    fails with EPERM, and so does io_uring (which could connect without the syscall);
-    socketpair (multiprocessing's pipes) still works."""
+    a worker could still reach the user's agent, bus or `kernelvet serve` sockets (where its uid
+    may). It needs no new connection: its one channel to the judge is connected already. So
+    `connect()` and a `sendto()` naming an address fail with ENOENT, as for a socket that is not
+    there, and io_uring (which could connect without the syscall) with EPERM. Making a socket is
+    allowed: the CUDA driver makes one at start-up (cuInit fails when `socket(AF_UNIX)` is refused,
+    measured on the H200), and carries on when nothing answers at the path it tries.
+    Not covered: `sendmsg()` with an address (seccomp cannot read the message header), so a
+    datagram socket of the host that the worker's uid may write to stays reachable."""
     arch = _ARCHES.get(platform.machine())
     if arch is None:
         raise OSError(f"no seccomp filter for {platform.machine()}")
-    audit, nr_socket, nr_uring = arch
+    audit, nr_connect, nr_sendto, nr_uring = arch
     ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
-    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    allow, eperm, enoent = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 2
     prog = [
         (ld_w_abs, 0, 0, 4), (jeq_k, 1, 0, audit), (ret_k, 0, 0, eperm),        # another ABI: refused
         (ld_w_abs, 0, 0, 0), (jge_k, 0, 1, 0x40000000), (ret_k, 0, 0, eperm),   # x32 numbers: refused
         (jeq_k, 0, 1, nr_uring), (ret_k, 0, 0, eperm),
-        (jeq_k, 0, 3, nr_socket), (ld_w_abs, 0, 0, 16), (jeq_k, 0, 1, 1), (ret_k, 0, 0, eperm),  # args[0] == AF_UNIX
+        (jeq_k, 0, 1, nr_connect), (ret_k, 0, 0, enoent),
+        (jeq_k, 0, 5, nr_sendto),                                                # sendto: args[4], the address
+        (ld_w_abs, 0, 0, 48), (jeq_k, 0, 2, 0), (ld_w_abs, 0, 0, 52), (jeq_k, 1, 0, 0),
+        (ret_k, 0, 0, enoent),
         (ret_k, 0, 0, allow),
     ]
     code = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
