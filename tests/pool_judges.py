@@ -1,7 +1,8 @@
 """Device judges that fail, for the pool's tests: `python pool_judges.py dies-on-first-job` is the
-real device judge (kernelvet.batch.devjudge), started and warm, whose process ends (exit 9) when
-its first job arrives, as a judge on a failing device would; `harness-fails` answers every job
-with a harness failure, as a device whose workers keep dying does."""
+device judge's protocol (kernelvet.batch.devjudge) whose process ends (exit 9) when its first
+job arrives, as a judge on a failing device would; `harness-fails` answers every job with a
+harness failure, as a device whose workers keep dying does. Neither starts a launcher: each is
+ready well before a real judge is, so that it is the first to take a job."""
 
 import sys
 import time
@@ -21,5 +22,6 @@ def harness_fails(self, job):
 
 
 if __name__ == "__main__":
+    devjudge.DeviceJudge.start = lambda self: "cpu"
     devjudge.DeviceJudge.handle = {"dies-on-first-job": dies, "harness-fails": harness_fails}[sys.argv[1]]
     sys.exit(devjudge.main())

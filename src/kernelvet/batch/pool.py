@@ -194,6 +194,8 @@ class _DeviceJudgeProcess:
     def __init__(self, slot: Slot, options: VetOptions):
         self.slot = slot
         env = {**os.environ, **dict(slot.env)}
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)   # this code, not another
         self.proc = subprocess.Popen(list(slot.argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=env, text=True, bufsize=1,
                                      start_new_session=True)   # the pool stops it: a Ctrl-C is the pool's
