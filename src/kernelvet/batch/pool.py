@@ -109,9 +109,11 @@ class _Task:
 class _Queue:
     """The shared jobs, by problem. A slot takes the next job of the problem it has open; else of
     a problem no slot is on; else of the problem with the most jobs left. A slot waits while it
-    has nothing to take but another slot, still vetting, may hand a job back."""
+    has nothing to take but another slot, still vetting, may hand a job back; an open-ended queue
+    (a service's: jobs keep coming) keeps its slots waiting until it is stopped."""
 
-    def __init__(self, groups: Iterable[ProblemGroup]):
+    def __init__(self, groups: Iterable[ProblemGroup], *, open_ended: bool = False):
+        self.open_ended = open_ended
         self._pending: dict[str, collections.deque[_Task]] = collections.OrderedDict(
             (g.problem, collections.deque(_Task(j) for j in g.jobs)) for g in groups)
         self._on: dict[str, str | None] = {}      # slot -> the problem it has open
@@ -128,9 +130,26 @@ class _Queue:
                 if task is not None:
                     self._busy.add(slot)
                     return task
-                if not (self._busy - {slot}):
+                if not self.open_ended and not (self._busy - {slot}):
                     return None
                 self._cv.wait(0.5)
+
+    def put(self, task: _Task) -> None:
+        with self._cv:
+            self._pending.setdefault(task.job.problem, collections.deque()).append(task)
+            self._cv.notify_all()
+
+    def cancel(self, job_id: str) -> bool:
+        """A job not yet taken, removed; False if a slot has it (or it is done)."""
+        with self._cv:
+            for problem, tasks in list(self._pending.items()):
+                for t in tasks:
+                    if t.job.id == job_id:
+                        tasks.remove(t)
+                        if not tasks:
+                            del self._pending[problem]
+                        return True
+            return False
 
     def _pick(self, slot: str) -> _Task | None:
         def first_for(problem):
@@ -275,10 +294,7 @@ class PoolEngine:
         jobs = _Queue(groups)
         landed: queue.Queue = queue.Queue()
         procs: dict[str, _DeviceJudgeProcess] = {}
-        threads = [threading.Thread(target=self._drive, args=(s, jobs, landed, procs), daemon=True,
-                                    name=f"kernelvet-pool-{s.name}") for s in self.slots]
-        for t in threads:
-            t.start()
+        threads = self.start(jobs, landed, procs)
         finished = False
         try:
             while True:
@@ -298,6 +314,15 @@ class PoolEngine:
                 p.stop(interrupt=not finished)
             for t in threads:
                 t.join(timeout=_STOP_GRACE_S)
+
+    def start(self, jobs: _Queue, landed, procs: dict) -> list[threading.Thread]:
+        """A thread per slot, each starting its device judge and feeding it from `jobs`; every
+        record goes to `landed.put`."""
+        threads = [threading.Thread(target=self._drive, args=(s, jobs, landed, procs), daemon=True,
+                                    name=f"kernelvet-pool-{s.name}") for s in self.slots]
+        for t in threads:
+            t.start()
+        return threads
 
     def _unplaced(self, task: _Task) -> Record:
         why = "; ".join(f"{s}: {r}" for s, r in self.out_of_pool.items()) or "no device in the pool"
