@@ -155,15 +155,15 @@ def test_a_device_whose_judge_dies_is_taken_out_and_its_job_vetted_once_elsewher
 
 
 def test_a_job_whose_second_device_fails_too_is_an_error_that_says_so(tmp_path):
-    jobs = {"relu-honest": "relu", "relu-inplace": "inplace_relu"}
+    jobs = {"relu-honest": "relu"}   # one job: the device without it waits for it, then takes it
     engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "dies-on-first-job"),
                                                     _failing("cpu:1", "dies-on-first-job")])
     code, records = _run(tmp_path, engine, jobs)
     assert code == 0
-    assert sorted(r.id for r in records) == sorted(jobs)
-    assert {r.verdict for r in records} == {"error"} and {r.fault for r in records} == {"harness"}
-    errors = sorted(r.error for r in records)
-    assert any("vetted on two devices, both taken out of the pool" in e for e in errors), errors
+    [r] = records
+    assert (r.id, r.verdict, r.fault) == ("relu-honest", "error", "harness")
+    assert "vetted on two devices, both taken out of the pool" in r.error
+    assert r.retried.startswith(("cpu:0 taken out", "cpu:1 taken out"))
     assert set(engine.out_of_pool) == {"cpu:0", "cpu:1"}
 
 

@@ -202,13 +202,14 @@ class _Queue:
             self._cv.notify_all()
 
 
-class _Died(Exception):
+class JudgeGone(Exception):
     """The slot is out of the pool, for this reason."""
 
 
 class _DeviceJudgeProcess:
     """A slot's judge process and its JSON-lines pipe; its stderr's last lines kept for the reason
-    it died."""
+    it died. What the pool asks of a device's judge, whatever runs it: `ready()` (its device's
+    name), `vet(job)` (the record, as JSON), `stop(interrupt)`; a judge that is gone raises JudgeGone."""
 
     def __init__(self, slot: Slot, options: VetOptions):
         self.slot = slot
@@ -222,6 +223,19 @@ class _DeviceJudgeProcess:
         threading.Thread(target=self._drain, daemon=True).start()
         self.send({"options": dataclasses.asdict(dataclasses.replace(options, device=slot.device))})
 
+    def ready(self) -> str:
+        reply = self.receive()
+        if "ready" not in reply:
+            raise JudgeGone(f"the device judge on {self.slot.name} did not start: {reply.get('fatal', reply)}")
+        return str(reply["ready"])
+
+    def vet(self, job: Job) -> dict:
+        self.send({"job": job.to_json()})
+        reply = self.receive()
+        if "record" not in reply:
+            raise JudgeGone(f"the device judge on {self.slot.name}: {reply.get('poisoned') or reply.get('fatal') or reply}")
+        return reply["record"]
+
     def _drain(self) -> None:
         for line in self.proc.stderr:
             self.tail.append(line.rstrip("\n"))
@@ -231,16 +245,16 @@ class _DeviceJudgeProcess:
             self.proc.stdin.write(json.dumps(msg) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
-            raise _Died(self.died()) from None
+            raise JudgeGone(self.died()) from None
 
     def receive(self) -> dict:
         line = self.proc.stdout.readline()
         if not line:
-            raise _Died(self.died())
+            raise JudgeGone(self.died())
         try:
             return json.loads(line)
         except ValueError:
-            raise _Died(f"the device judge on {self.slot.name} wrote a line that is not JSON: {line[:120]!r}") from None
+            raise JudgeGone(f"the device judge on {self.slot.name} wrote a line that is not JSON: {line[:120]!r}") from None
 
     def died(self) -> str:
         try:
@@ -281,13 +295,15 @@ class _DeviceJudgeProcess:
 class PoolEngine:
     """Several devices of one host, a judge each, one queue (see the module's doc)."""
 
-    def __init__(self, options: VetOptions, slots: list[Slot], *, max_harness: int = MAX_HARNESS_IN_A_ROW):
+    def __init__(self, options: VetOptions, slots: list, *, max_harness: int = MAX_HARNESS_IN_A_ROW,
+                 judge=_DeviceJudgeProcess):
         if not slots:
             raise UsageError("a device pool needs at least one device")
         names = [s.name for s in slots]
         if len(set(names)) != len(names):
             raise UsageError(f"a device is named twice in the pool: {names}")
         self.options, self.slots, self.max_harness = options, list(slots), max_harness
+        self.judge = judge   # (slot, options) -> a device's judge (see _DeviceJudgeProcess)
         self.out_of_pool: dict[str, str] = {}    # slot -> why it was taken out
 
     def run(self, groups: Iterable[ProblemGroup]) -> Iterator[Record]:
@@ -347,24 +363,18 @@ class PoolEngine:
         held: list[tuple[_Task, Record]] = []    # a run of harness failures, held until it breaks
         task = None
         try:
-            proc = procs[slot.name] = _DeviceJudgeProcess(slot, self.options)
-            reply = proc.receive()
-            if "ready" not in reply:
-                raise _Died(f"the device judge on {slot.name} did not start: {reply.get('fatal', reply)}")
+            proc = procs[slot.name] = self.judge(slot, self.options)
+            proc.ready()
             while True:
                 task = jobs.take(slot.name)
                 if task is None:
                     break
-                proc.send({"job": task.job.to_json()})
-                reply = proc.receive()
-                if "record" not in reply:
-                    raise _Died(f"the device judge on {slot.name}: {reply.get('poisoned') or reply.get('fatal') or reply}")
-                record = dataclasses.replace(Record.from_json(reply["record"]), slot=slot.name, retried=task.retried)
+                record = dataclasses.replace(Record.from_json(proc.vet(task.job)), slot=slot.name, retried=task.retried)
                 if record.fault == "harness" and task.retried is None:
                     held.append((task, record))
                     if len(held) >= self.max_harness:
                         task = None
-                        raise _Died(f"{len(held)} vets in a row on {slot.name} failed in the harness "
+                        raise JudgeGone(f"{len(held)} vets in a row on {slot.name} failed in the harness "
                                     f"(last: {record.error or record.failed})")
                 else:
                     for _, r in held:
@@ -376,7 +386,7 @@ class PoolEngine:
             for _, r in held:
                 landed.put(r)
             held.clear()
-        except _Died as exc:
+        except JudgeGone as exc:
             if not jobs.stopped:
                 self._take_out(slot, str(exc), [t for t, _ in held] + ([task] if task else []), jobs, landed)
         except Exception as exc:  # noqa: BLE001 - one device's failure must not end the others' run
