@@ -254,3 +254,18 @@ def test_every_gpu_of_the_host_gives_each_candidate_its_corpus_verdict(tmp_path)
         verdict, checks = _expected(jobs[r.id])
         assert (r.verdict, {c for c, _ in r.failed}) == (verdict, checks), r
     assert len({r.slot for r in records}) >= 2                     # the work was spread
+
+
+def test_a_device_judge_whose_device_stops_computing_says_so_and_ends(monkeypatch):
+    from kernelvet.batch import devjudge
+    from kernelvet.batch.results import Record
+    monkeypatch.setattr(devjudge.DeviceJudge, "start", lambda self: "cuda:0")
+    monkeypatch.setattr(devjudge.DeviceJudge, "handle", lambda self, job: Record(
+        id=job.id, problem=job.problem, candidate=job.candidate, verdict="error", fault="harness", error="x"))
+    monkeypatch.setattr(devjudge, "probe", lambda device: "CUDA error: an illegal memory access was encountered")
+    job = Job("j", "matmul", "/c.py").to_json()
+    lines = iter([json.dumps({"options": {"device": "cuda"}}), json.dumps({"job": job}), json.dumps({"job": job})])
+    sent = []
+    assert devjudge.serve(lines, sent.append) == 3
+    assert [next(iter(m)) for m in sent] == ["ready", "record", "poisoned"]   # the second job never ran
+    assert "illegal memory access" in sent[2]["poisoned"]

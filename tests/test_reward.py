@@ -116,3 +116,19 @@ def test_reward_shapes():
         RewardShape.of({"pas_score": 1})
     with pytest.raises(UsageError, match="speedup_fn"):
         RewardShape(speedup_fn="exp")
+
+
+@pytest.mark.gpu
+def test_rewards_on_every_gpu():
+    reward.close()
+    reward.configure(gpus="all", timeout=300)
+    try:
+        relu = practice.by_name("relu").problem_ref
+        calls = [(_answer("relu"), relu), (_answer("inplace_relu"), relu), (_answer("torch_mm"), "matmul"),
+                 (_answer("broadcast_matmul"), "matmul")]
+        got = reward.compute_score_batch(["kernelbench"] * 4, [a for a, _ in calls], [g for _, g in calls])
+        assert [d["verdict"] for d in got] == ["pass", "reject", "reject", "pass"], got
+        assert all(d["slot"].startswith("cuda:") for d in got)
+        assert got[0]["score"] >= 1.0 and got[1]["score"] == 0.0
+    finally:
+        reward.close()

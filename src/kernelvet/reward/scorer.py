@@ -17,6 +17,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -143,6 +144,7 @@ class Scorer:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def _has_cuda() -> bool:
