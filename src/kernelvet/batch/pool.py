@@ -376,13 +376,15 @@ class PoolEngine:
                         task = None
                         raise JudgeGone(f"{len(held)} vets in a row on {slot.name} failed in the harness "
                                     f"(last: {record.error or record.failed})")
+                elif record.fault == "harness":   # a second vet's failure is final; the run goes on
+                    landed.put(record)
                 else:
                     for _, r in held:
                         landed.put(r)
                     held.clear()
                     landed.put(record)
                 task = None
-                jobs.done(slot.name)
+                jobs.done(slot.name)   # held jobs go back only from a vet's outcome: busy means in a vet
             for _, r in held:
                 landed.put(r)
             held.clear()
