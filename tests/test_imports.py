@@ -43,6 +43,8 @@ GROUPS = {
     "practice": "practice",
     # many candidates in one run: jobs, the results file, engines; references shared per problem
     "batch": "batch", "refcache": "judge",
+    # verdicts as rewards, scored on the batch's device pool
+    "reward": "batch",
 }
 
 # Imports that cross a rule today, each named so that it cannot spread unseen; the last test

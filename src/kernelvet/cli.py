@@ -106,6 +106,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--out", required=True, metavar="FILE.jsonl", help="results, one record a line, appended")
     b.add_argument("--resume", action="store_true", help="continue --out: skip the ids it already holds")
     b.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    b.add_argument("--gpus", metavar="all|0,1,...",
+                   help="a judge per GPU of this host, one shared queue (each judge and its workers see only their GPU)")
+    b.add_argument("--devices", metavar="cpu,cuda:N,...", help="a pool of the named devices, a judge each (several cpu too)")
+    b.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this host's devices (default); ray: a Ray cluster's, an actor per GPU (kernelvet[ray])")
     b.add_argument("--seed", type=int, help="fixed seed for every problem (default: a fresh secret one per problem)")
     b.add_argument("--timeout", type=_seconds, default=300.0, help="seconds per candidate (default 300)")
     b.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",

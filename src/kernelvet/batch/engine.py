@@ -112,27 +112,50 @@ class LocalEngine:
             yield from self._group(group)
 
     def _group(self, group: ProblemGroup) -> Iterator[Record]:
+        with OpenProblem(group.problem, self.options) as problem:
+            for job in group.jobs:
+                yield problem.vet(job, self._launcher)
+
+
+class OpenProblem:
+    """One problem held open on one judge: loaded once, its reference made once and shared by the
+    jobs vetted against it, until `close()`. A problem that fails on its own (it does not load,
+    its reference fails) is vetted once: its later jobs get the same record without a vet."""
+
+    def __init__(self, problem: str, options: VetOptions):
         from ..problem import load_problem
         from ..refcache import ReferenceCache
+        self.name, self.options = problem, options
+        self._reference = None
+        self._broken: Record | None = None
         t0 = time.monotonic()
         try:
-            problem = load_problem(group.problem)
+            loaded = load_problem(problem)
         except (UsageError, HarnessError) as exc:
-            failed = Record(id="", problem=group.problem, candidate="", fault="problem",
-                            verdict="invalid" if isinstance(exc, UsageError) else "error", error=str(exc),
-                            vet_s=time.monotonic() - t0)
-            for job in group.jobs:
-                yield dataclasses.replace(failed, id=job.id, candidate=job.candidate, finished_at=time.time())
+            self._broken = Record(id="", problem=problem, candidate="", fault="problem",
+                                  verdict="invalid" if isinstance(exc, UsageError) else "error", error=str(exc),
+                                  vet_s=time.monotonic() - t0)
             return
-        with ReferenceCache(problem, self.options.seed) as reference:
-            broken = None
-            for job in group.jobs:
-                if broken is not None:   # the problem failed on its own: the same for the rest
-                    yield dataclasses.replace(broken, id=job.id, candidate=job.candidate, vet_s=0.0,
-                                              allow=tuple(dict.fromkeys((*self.options.allow, *job.allow))),
-                                              finished_at=time.time())
-                    continue
-                record = vet_job(job, reference, self._launcher, self.options)
-                if _problem_failure(record):
-                    broken = record
-                yield record
+        self._reference = ReferenceCache(loaded, options.seed)
+
+    def vet(self, job: Job, launcher) -> Record:
+        if self._broken is not None:
+            return dataclasses.replace(self._broken, id=job.id, candidate=job.candidate,
+                                       vet_s=self._broken.vet_s if not self._broken.id else 0.0,
+                                       allow=tuple(dict.fromkeys((*self.options.allow, *job.allow))),
+                                       finished_at=time.time())
+        record = vet_job(job, self._reference, launcher, self.options)
+        if _problem_failure(record):
+            self._broken = record
+        return record
+
+    def close(self) -> None:
+        if self._reference is not None:
+            self._reference.close()
+            self._reference = None
+
+    def __enter__(self) -> "OpenProblem":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

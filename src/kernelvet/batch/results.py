@@ -41,6 +41,8 @@ class Record:
     candidate_sha256: str | None = None
     device: str | None = None
     finished_at: float = 0.0          # Unix time
+    slot: str | None = None           # the pool's device that vetted it ("cuda:3"; None: one device)
+    retried: str | None = None        # why it was vetted again on another device (its first was taken out)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:

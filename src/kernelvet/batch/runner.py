@@ -119,16 +119,35 @@ def _held_signals():
         raise KeyboardInterrupt
 
 
+def pick_engine(options: VetOptions, *, gpus: str | None = None, pool: str | None = None,
+                kind: str = "local") -> Engine:
+    """One device (`--device`), a pool of a judge per device (`--gpus`, `--devices`), or the pool
+    on a Ray cluster (`--engine ray`)."""
+    if gpus and pool:
+        raise UsageError("--gpus and --devices both name the pool's devices: give one")
+    if (gpus or pool or kind == "ray") and options.device != "auto":
+        raise UsageError(f"--device {options.device} is one device; --gpus and --devices name a pool's: give one")
+    if kind == "ray":
+        from .ray_engine import ray_engine
+        return ray_engine(options, gpus=gpus, devices=pool)
+    if not (gpus or pool):
+        from .. import devices
+        devices.resolve(options.device)   # a bad --device: one line before anything starts
+        return LocalEngine(options)
+    from . import pool as pool_mod
+    slots = pool_mod.gpu_slots(gpus) if gpus else pool_mod.device_slots(pool)
+    return pool_mod.PoolEngine(options, slots)
+
+
 def main(args) -> int:
     """`kernelvet batch` with its parsed arguments."""
     for a in args.allow:
         jobs_mod.check_waiver(a, "--allow")
     jobs = load_jobs(args.problems, args.candidates, args.manifest)
-    from .. import devices
-    devices.resolve(args.device)   # a bad --device: one line before anything starts
-    console = Console(stderr=False)
     options = VetOptions(device=args.device, timeout=args.timeout, allow=tuple(args.allow), audit=args.audit,
                          seed=args.seed, sandbox=args.sandbox)
-    engine = LocalEngine(options)
+    engine = pick_engine(options, gpus=getattr(args, "gpus", None), pool=getattr(args, "devices", None),
+                         kind=getattr(args, "engine", "local"))
+    console = Console(stderr=False)
     return run(jobs, args.out, resume=args.resume, engine=engine, console=console,
                show_progress=not args.no_progress)

@@ -1,0 +1,271 @@
+"""The device pool (`kernelvet batch --gpus`, `--devices`) on the CPU, with several CPU devices: a
+run interrupted with SIGINT and resumed (every id once, each with its corpus verdict), a device
+whose judge dies taken out and its job vetted once elsewhere, a device whose vets keep failing in
+the harness taken out, jobs no device is left to take recorded as such; the queue's placement
+and the pool's device names as units."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from rich.console import Console
+
+from kernelvet import practice
+from kernelvet.batch import jobs as jobs_mod
+from kernelvet.batch import runner
+from kernelvet.batch.engine import VetOptions
+from kernelvet.batch.jobs import Job, ProblemGroup
+from kernelvet.batch.pool import PoolEngine, Slot, _Queue, device_slots, gpu_slots
+from kernelvet.batch.results import read_records
+from kernelvet.errors import UsageError
+
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(practice.__file__))))
+FAILING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pool_judges.py")
+
+JOBS = {   # id -> corpus entry; the hang is second, so a SIGINT after the first verdict lands in a vet
+    "relu-honest": "relu",
+    "mm-hang": "hang_forever",
+    "relu-inplace": "inplace_relu",
+    "mm-library": "torch_mm",
+    "mm-honest": "broadcast_matmul",
+}
+
+
+def _expected(name: str) -> tuple[str, set[str]]:
+    entry = practice.by_name(name)
+    return ("pass", set()) if entry.kind == "honest" else ("reject", {str(c) for c in entry.catches})
+
+
+def _manifest(tmp_path, jobs=JOBS) -> str:
+    path = tmp_path / "jobs.jsonl"
+    lines = []
+    for jid, name in jobs.items():
+        entry = practice.by_name(name)
+        line = {"id": jid, "problem": entry.problem_ref, "candidate": entry.path}
+        if name == "hang_forever":
+            line["timeout"] = 6
+        lines.append(json.dumps(line))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+
+
+def _batch(*args) -> list[str]:
+    return [sys.executable, "-m", "kernelvet", "batch", "--devices", "cpu,cpu,cpu", "--no-progress", *map(str, args)]
+
+
+def test_three_cpu_devices_interrupted_then_resumed_every_id_once(tmp_path):
+    manifest, out = _manifest(tmp_path), tmp_path / "results.jsonl"
+    proc = subprocess.Popen(_batch("--manifest", manifest, "--out", out), env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 1:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr, stderr
+    first, end = read_records(str(out))
+    assert end == out.stat().st_size
+    assert 1 <= len(first) < len(JOBS)
+    assert "mm-hang" not in {r.id for r in first}          # the vet in flight is not a verdict
+
+    done = subprocess.run(_batch("--manifest", manifest, "--out", out, "--resume"), env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert f"{len(first)} already in the file, skipped" in done.stdout
+    records, _ = read_records(str(out))
+    ids = [r.id for r in records]
+    assert sorted(ids) == sorted(JOBS)                     # every id exactly once
+    assert ids[:len(first)] == [r.id for r in first]
+    for r in records:
+        verdict, checks = _expected(JOBS[r.id])
+        assert (r.id, r.verdict, {c for c, _ in r.failed}) == (r.id, verdict, checks), r
+        assert r.slot in {"cpu:0", "cpu:1", "cpu:2"} and r.retried is None
+    # no device judge outlives the run
+    assert not [p for p in _children_named("kernelvet.batch.devjudge")], "a device judge is still running"
+
+
+def _children_named(needle: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmd and str(os.getpid()) == _ppid(pid):
+            found.append(cmd)
+    return found
+
+
+def _ppid(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return ""
+
+
+def _failing(name: str, how: str) -> Slot:
+    return Slot(name, "cpu", (("CUDA_VISIBLE_DEVICES", ""),), (sys.executable, FAILING, how))
+
+
+def _good(name: str) -> Slot:
+    return Slot(name, "cpu", (("CUDA_VISIBLE_DEVICES", ""),))
+
+
+def _run(tmp_path, engine, jobs=JOBS):
+    out = tmp_path / "results.jsonl"
+    code = runner.run(jobs_mod.from_manifest(_manifest(tmp_path, jobs)), str(out), resume=False, engine=engine,
+                      console=Console(file=open(os.devnull, "w")), show_progress=False)
+    records, _ = read_records(str(out))
+    return code, records
+
+
+def test_a_device_whose_judge_dies_is_taken_out_and_its_job_vetted_once_elsewhere(tmp_path):
+    jobs = {"relu-honest": "relu", "relu-inplace": "inplace_relu"}
+    engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "dies-on-first-job"), _good("cpu:1")])
+    code, records = _run(tmp_path, engine, jobs)
+    assert code == 0
+    assert sorted(r.id for r in records) == sorted(jobs)            # nothing lost, nothing twice
+    assert set(engine.out_of_pool) == {"cpu:0"}
+    assert "exited with code 9" in engine.out_of_pool["cpu:0"]
+    for r in records:
+        verdict, checks = _expected(jobs[r.id])
+        assert (r.verdict, {c for c, _ in r.failed}, r.slot) == (verdict, checks, "cpu:1"), r
+    retried = [r for r in records if r.retried]
+    assert len(retried) == 1                                        # the one cpu:0 held
+    assert retried[0].retried.startswith("cpu:0 taken out of the pool: the device judge on cpu:0 exited with code 9")
+
+
+def test_a_job_whose_second_device_fails_too_is_an_error_that_says_so(tmp_path):
+    jobs = {"relu-honest": "relu"}   # one job: the device without it waits for it, then takes it
+    engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "dies-on-first-job"),
+                                                    _failing("cpu:1", "dies-on-first-job")])
+    code, records = _run(tmp_path, engine, jobs)
+    assert code == 0
+    [r] = records
+    assert (r.id, r.verdict, r.fault) == ("relu-honest", "error", "harness")
+    assert "vetted on two devices, both taken out of the pool" in r.error
+    assert r.retried.startswith(("cpu:0 taken out", "cpu:1 taken out"))
+    assert set(engine.out_of_pool) == {"cpu:0", "cpu:1"}
+
+
+def test_vets_that_keep_failing_in_the_harness_take_the_device_out(tmp_path):
+    jobs = {f"relu-{n}": "relu" for n in range(4)}
+    engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "harness-fails"), _good("cpu:1")],
+                        max_harness=2)
+    code, records = _run(tmp_path, engine, jobs)
+    assert code == 0
+    assert sorted(r.id for r in records) == sorted(jobs)
+    assert "2 vets in a row on cpu:0 failed in the harness" in engine.out_of_pool["cpu:0"]
+    assert {r.verdict for r in records} == {"pass"}                 # the held failures, vetted again on cpu:1
+    assert {r.slot for r in records} == {"cpu:1"}
+    assert collections.Counter(bool(r.retried) for r in records)[True] == 2
+
+
+def _group(problem: str, n: int) -> ProblemGroup:
+    return ProblemGroup(problem, tuple(Job(f"{problem}-{i}", problem, f"/c/{problem}{i}.py") for i in range(n)))
+
+
+def test_the_queue_keeps_a_device_on_its_problem_and_spreads_the_problems():
+    q = _Queue([_group("a", 3), _group("b", 3)])
+    first = {s: q.take(s).job.problem for s in ("x", "y")}
+    assert first == {"x": "a", "y": "b"}                 # a free device takes a problem nobody is on
+    q.done("x")
+    q.done("y")
+    assert q.take("x").job.problem == "a"                # and keeps to its own
+    q.done("x")
+    assert q.take("x").job.problem == "a"
+    q.done("x")
+    assert q.take("x").job.problem == "b"                # then joins the open one that is left
+    q.done("x")
+
+
+def test_a_job_given_back_goes_to_another_device_only():
+    from kernelvet.batch.pool import _Task
+    q = _Queue([])
+    q.give_back("x", [_Task(Job("j", "p", "/c.py"), retried="x taken out", not_on="x")])
+    assert q.take("x") is None                           # nobody else is busy: nothing for x
+    task = q.take("y")
+    assert task.job.id == "j" and task.retried == "x taken out"
+
+
+def test_gpu_slots_see_one_gpu_each(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    slots = gpu_slots("all", count=lambda: 3)
+    assert [(s.name, s.device, dict(s.env)) for s in slots] == [
+        (f"cuda:{i}", "cuda", {"CUDA_VISIBLE_DEVICES": str(i)}) for i in range(3)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")   # indices are those this process sees
+    assert [dict(s.env)["CUDA_VISIBLE_DEVICES"] for s in gpu_slots("0,1")] == ["4", "6"]
+    assert [s.name for s in device_slots("cpu,cpu")] == ["cpu:0", "cpu:1"]
+
+
+@pytest.mark.parametrize("spec, needle", [("0,0", "named twice"), ("5", "does not exist"), ("a,b", "comma-separated")])
+def test_gpu_mistakes_are_one_line(monkeypatch, spec, needle):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(UsageError, match=needle):
+        gpu_slots(spec)
+
+
+def test_pool_flags_conflicting_with_device_exit_2(tmp_path, capsys):
+    from kernelvet import cli
+    manifest = _manifest(tmp_path, {"relu-honest": "relu"})
+    code = cli.main(["batch", "--manifest", manifest, "--out", str(tmp_path / "o.jsonl"), "--device", "cpu",
+                     "--devices", "cpu,cpu"])
+    assert code == 2
+    assert "give one" in capsys.readouterr().err
+    code = cli.main(["batch", "--manifest", manifest, "--out", str(tmp_path / "o.jsonl"), "--devices", "cpu,tpu"])
+    assert code == 2
+    assert "'tpu' is not cpu or cuda:N" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_every_gpu_of_the_host_gives_each_candidate_its_corpus_verdict(tmp_path):
+    import torch
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    jobs = {"relu-honest": "relu", "relu-inplace": "inplace_relu", "mm-library": "torch_mm",
+            "mm-honest": "broadcast_matmul"}
+    manifest, out = _manifest(tmp_path, jobs), tmp_path / "results.jsonl"
+    done = subprocess.run([sys.executable, "-m", "kernelvet", "batch", "--gpus", "all", "--no-progress",
+                           "--manifest", manifest, "--out", str(out)], env=_env(), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    records, _ = read_records(str(out))
+    assert sorted(r.id for r in records) == sorted(jobs)
+    for r in records:
+        verdict, checks = _expected(jobs[r.id])
+        assert (r.verdict, {c for c, _ in r.failed}) == (verdict, checks), r
+    assert len({r.slot for r in records}) >= 2                     # the work was spread
+
+
+def test_a_device_judge_whose_device_stops_computing_says_so_and_ends(monkeypatch):
+    from kernelvet.batch import devjudge
+    from kernelvet.batch.results import Record
+    monkeypatch.setattr(devjudge.DeviceJudge, "start", lambda self: "cuda:0")
+    monkeypatch.setattr(devjudge.DeviceJudge, "handle", lambda self, job: Record(
+        id=job.id, problem=job.problem, candidate=job.candidate, verdict="error", fault="harness", error="x"))
+    monkeypatch.setattr(devjudge, "probe", lambda device: "CUDA error: an illegal memory access was encountered")
+    job = Job("j", "matmul", "/c.py").to_json()
+    lines = iter([json.dumps({"options": {"device": "cuda"}}), json.dumps({"job": job}), json.dumps({"job": job})])
+    sent = []
+    assert devjudge.serve(lines, sent.append) == 3
+    assert [next(iter(m)) for m in sent] == ["ready", "record", "poisoned"]   # the second job never ran
+    assert "illegal memory access" in sent[2]["poisoned"]
