@@ -87,7 +87,9 @@ def test_never_launched_decoys_named_like_vendor_kernels_own_nothing(tmp_path):
     assert f.status is Status.FAIL and f.evidence["device_ns"]["own"] == 0, f.summary
 
 
-REFERENCE_AS_CANDIDATE = "from problem import Model\n\n\nclass ModelNew(Model):\n    pass\n"
+# The reference offered as the candidate: its own source, then `ModelNew` as the reference's `Model`
+# (self-contained, as a worker imports the candidate from a copy in a directory of its own).
+REFERENCE_AS_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"
 
 
 @pytest.mark.parametrize("name", ["l1_matmul_square", "l1_conv2d", "l1_softmax", "l1_layernorm", "l1_relu",
@@ -95,7 +97,7 @@ REFERENCE_AS_CANDIDATE = "from problem import Model\n\n\nclass ModelNew(Model):\
 def test_the_reference_as_candidate_on_cuda(tmp_path, name):
     import shutil
     shutil.copy(os.path.join(KB, f"{name}.py"), tmp_path / "problem.py")
-    (tmp_path / "cand.py").write_text(REFERENCE_AS_CANDIDATE)
+    (tmp_path / "cand.py").write_text((tmp_path / "problem.py").read_text() + REFERENCE_AS_CANDIDATE)
     cand, prob = os.fspath(tmp_path / "cand.py"), os.fspath(tmp_path / "problem.py")
     for level in (None, "no-reference-ops"):
         report = vet(cand, prob, device="cuda", library_policy=level)

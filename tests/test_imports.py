@@ -19,7 +19,7 @@ GROUPS = {
     # the user's side: command line, server, rendering; nothing outside front imports these
     "__main__": "front", "cli": "front", "server": "front", "render": "front",
     # the judge's process: the plan, its worker handles, the next vet's spare, the input draws
-    "judge": "judge", "spawn": "judge", "spares": "judge", "draws": "judge",
+    "judge": "judge", "spawn": "judge", "spares": "judge", "draws": "judge", "sched": "judge",
     # the launcher: the torch-preloaded forker and how it confines what it forks
     "launcher": "launcher", "containment": "launcher", "sandbox": "launcher", "reaper": "launcher",
     "triton_key": "launcher", "namespaces": "launcher", "seccomp": "launcher",

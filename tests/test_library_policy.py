@@ -23,7 +23,9 @@ from kernelvet.report import Status, Verdict
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kb_problems")
 PROBLEMS = sorted(f[:-3] for f in os.listdir(HERE) if f.startswith(("l1_", "l2_")) and f.endswith(".py"))
-REFERENCE_AS_CANDIDATE = "from problem import Model\n\n\nclass ModelNew(Model):\n    pass\n"
+# The reference offered as the candidate: its own source, then `ModelNew` as the reference's `Model`
+# (self-contained, as a worker imports the candidate from a copy in a directory of its own).
+REFERENCE_AS_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"
 # Outputs this branch's comparisons do not carry yet (integer and truly-zero-or-scalar outputs).
 OUTPUT_SUPPORT = {
     "l1_argmax": "integer (int64) outputs are not compared yet (exact comparison of int outputs)",
@@ -37,12 +39,12 @@ def _failed(report):
 
 @pytest.fixture
 def staged(tmp_path):
-    """A problem copied beside a candidate as `problem.py` (so the candidate can import it)."""
+    """A problem copied beside a candidate as `problem.py`; the reference as candidate holds its source."""
     def _stage(name: str, candidate: str = REFERENCE_AS_CANDIDATE) -> tuple[str, str]:
         prob = tmp_path / "problem.py"
         shutil.copy(os.path.join(HERE, f"{name}.py"), prob)
         cand = tmp_path / "candidate.py"
-        cand.write_text(candidate)
+        cand.write_text(prob.read_text() + candidate if candidate is REFERENCE_AS_CANDIDATE else candidate)
         return os.fspath(cand), os.fspath(prob)
     return _stage
 

@@ -730,9 +730,9 @@ def _unseen_pairs(w, ev: Evidence, fresh, unseen, values, max_blob, record, time
 def _clocked_time(w, ev: Evidence, record, body: dict, max_blob):
     """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the
     reported times by its duration)."""
-    before = sched.sample(w.pid)
+    before = sched.sample(w.clock_pid)
     msg = record("timing", None, w.request("time", body, max_blob_bytes=max_blob))
-    clocks = sched.between(before, sched.sample(w.pid))
+    clocks = sched.between(before, sched.sample(w.clock_pid))
     times = msg.body.get("times_ms") or []
     if times:
         calls = len(times) + len(msg.body.get("synced_ms") or []) + (_REHEARSALS if ev.device.type == "cuda" else 0)
@@ -753,12 +753,12 @@ def _null_timing(w, ev: Evidence, fresh, settings: Settings, reps: int, max_blob
     r = max(1, min(reps, NULL_TIMING_REPS))
     body = {**_time_body(fresh, settings, reps=r, warmup=0, budget_ms=1e9, null_reps=0), "warmup_ms": 0.0,
             "min_reps": r, "null": True}
-    before = sched.sample(w.pid)
+    before = sched.sample(w.clock_pid)
     w.request("integrity")   # a request's fixed cost: the round trip and the worker's integrity report
-    fixed = sched.between(before, sched.sample(w.pid))
-    before = sched.sample(w.pid)
+    fixed = sched.between(before, sched.sample(w.clock_pid))
+    before = sched.sample(w.clock_pid)
     w.request("time", body, max_blob_bytes=max_blob)
-    return {**sched.between(before, sched.sample(w.pid)), "reps": r + (_REHEARSALS if ev.device.type == "cuda" else 0),
+    return {**sched.between(before, sched.sample(w.clock_pid)), "reps": r + (_REHEARSALS if ev.device.type == "cuda" else 0),
             "fixed_s": fixed["judge_s"], "fixed_main_wait_s": fixed["main_wait_s"]}
 
 
@@ -889,9 +889,9 @@ def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max
     both, so the smaller of the two is what the reported time must account for.
     """
     def bracket(body, blobs=()):
-        before = sched.sample(w.pid)
+        before = sched.sample(w.clock_pid)
         record("loop", body["set"], w.request("loop", body, blobs, max_blob_bytes=max_blob))
-        got = sched.between(before, sched.sample(w.pid))
+        got = sched.between(before, sched.sample(w.clock_pid))
         waits.append((got["wait_s"], got["main_wait_s"]))
         return got["judge_s"], got["cpu_s"]
 

@@ -91,6 +91,22 @@ def cpu_seconds(pid: int) -> float | None:
     return total / 1e9
 
 
+def _children_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(x) for x in fh.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _start_time(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 1 << 62
+
+
 # What the launcher (and, for "spawned", the freshly forked worker) may say: exactly these keys.
 _CONTROL = {"ready": {"op", "pid", "steps"}, "refused": {"op", "job", "why"}, "exited": {"op", "job", "code", "why"},
             "spawned": {"op", "job", "containment"}}
@@ -279,6 +295,11 @@ class WorkerHandle:
         if sandboxed:
             took["net"] = "bwrap"
         self.containment = {"sandbox": launcher.sandbox, **took}
+        # Processes of the harness between the forked child and the worker (a PID namespace's relay
+        # and init): the scheduler's clocks are read from the worker itself (see `clock_pid`).
+        self._harness_depth = namespaces.harness_processes(not cpu, os.geteuid() == 0) \
+            if launcher.sandbox == "namespaces" else 0
+        self._clock_pid: int | None = None
         self.ended: WorkerEnded | None = None
         # Tensor bytes one reply may announce: the judge sets it from the problem (sizes.py); until
         # then (start-up, the reference's load) replies carry no tensors of any size.
@@ -323,6 +344,21 @@ class WorkerHandle:
             raise CandidateRaised(msg.body.get("phase", "?"), str(msg.body.get("error", "")),
                                   str(msg.body.get("traceback", "")))
         return msg
+
+    @property
+    def clock_pid(self) -> int:
+        """The pid, in the judge's namespace, of the process that serves requests: the forked child
+        itself, or below a PID namespace's relay and init their first child (the eldest: processes
+        the candidate starts come later, and orphans reparented to init later still)."""
+        if self._clock_pid is None:
+            pid = self.pid
+            for _ in range(self._harness_depth):
+                kids = _children_of(pid)
+                if not kids:
+                    return self.pid      # not there yet: ask again next time
+                pid = min(kids, key=_start_time)
+            self._clock_pid = pid
+        return self._clock_pid
 
     def hello(self) -> protocol.Message:
         return self.request(None)

@@ -72,7 +72,10 @@ def evaluate(ev) -> Finding:
     if not ev.loop and not requests:
         return Finding(CheckId.TIMERS, Status.PASS, "clock bindings unchanged (the judge-clock loop did not run)",
                        {"phases_checked": len(ev.integrity)})
-    attempts = [judge_clock(a, ev.device.type) for a in ev.loop or []]
+    # A reported time taken while the host kept the worker from a core reads long by that load: the
+    # loop's floor (did it run its calls?) makes room for it.
+    timing_load = max([r["load"] for r in requests if math.isfinite(r["load"])] or [1.0])
+    attempts = [judge_clock(a, ev.device.type, timing_load) for a in ev.loop or []]
     evidence = {"attempts": attempts, "requests": requests}
     loop_says, req_says = _overall(attempts), _overall(requests)
     if attempts:
@@ -141,8 +144,9 @@ def _net(total_s, main_wait_s):
     return total_s - (main_wait_s or 0.0)
 
 
-def judge_clock(attempt: dict, device_type: str) -> dict:
-    """One judge-clocked loop against the reported time measured just before it."""
+def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0) -> dict:
+    """One judge-clocked loop against the reported time measured just before it; `timing_load`:
+    how much longer than its serving thread ran the timing request took (a busy host's share)."""
     n = attempt["n"]
     wall = _per_call(_net(attempt["judge_s"], attempt.get("main_wait_s")),
                      _net(attempt["null_s"], attempt.get("null_main_wait_s")), n)
@@ -150,7 +154,7 @@ def judge_clock(attempt: dict, device_type: str) -> dict:
     per_call = min(wall, cpu) if cpu is not None else wall
     most = max(wall, cpu) if cpu is not None else wall
     bound = RATIO * attempt["reported_ms"] + SLACK_MS[device_type]
-    floor = attempt["reported_ms"] / FLOOR_RATIO
+    floor = attempt["reported_ms"] / (FLOOR_RATIO * max(timing_load, 1.0))
     skipped = n * floor >= FLOOR_MIN_MS and most < floor
     says = "disagrees" if skipped else _says(per_call, bound, cpu, attempt.get("wait_s"),
                                              attempt.get("null_wait_s"), n, attempt["judge_s"])
