@@ -1052,13 +1052,22 @@ def _own_binaries(candidate_dir: str | None) -> list[tuple[str, str, bytes]]:
     except Exception:  # noqa: BLE001 - no extension support: no extension binaries
         pass
     roots = [os.path.realpath(r) + os.sep for r in roots if r]
+    # Installed libraries are never the candidate's build, wherever the installation lives (a
+    # virtual environment in the temp directory, say): cuBLAS or torch's own kernels under it would
+    # otherwise count as the candidate's own.
+    installed = tuple(os.path.realpath(r) + os.sep for r in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                             *(p for p in sys.path if "-packages" in p)) if r)
+    exact = tuple(r for r in roots[1:])   # the candidate's and the extension builds' own directories
     try:
         with open("/proc/self/maps") as fh:
             paths = {line.split(None, 5)[5].strip() for line in fh if len(line.split(None, 5)) == 6}
     except OSError:
         paths = set()
     for path in sorted(paths):
-        if ".so" in os.path.basename(path) and os.path.realpath(path).startswith(tuple(roots)):
+        real = os.path.realpath(path)
+        if real.startswith(installed) and not real.startswith(exact):
+            continue
+        if ".so" in os.path.basename(path) and real.startswith(tuple(roots)):
             try:
                 with open(path, "rb") as fh:
                     found.append(("extension", path[-200:], fh.read(OWN_BINARIES_BYTES)))
