@@ -42,7 +42,7 @@ from .checks.kernel_audit import defined_kernels
 from .checks import attribution, library_policy as policies
 from .checks.source_scan import forbidden_for_aten_ops, scan_source
 from .checks import caching, streams
-from .checks.timers import judge_clock
+from .checks.timers import judge_clock, requests_disagree
 from .dispatch_modes import defer_dynamo
 from .draws import Draws
 from .errors import HarnessError, UsageError
@@ -658,6 +658,7 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
         timed_outputs(msg, ())
         if CheckId.TIMERS in on and ev.timing.get("times_ms"):
             ev.null_timing = _null_timing(w, ev, fresh, settings, len(ev.timing["times_ms"]), max_blob)
+            _measure_requests_again(w, ev, fresh, settings, max_blob, record)
         if timed_unseen:
             ev.unseen_pairs = _unseen_pairs(w, ev, fresh, timed_unseen, values, max_blob, record, timed_outputs)
             _measure_unseen_again(w, ev, fresh, values, max_blob, record, again, timed_outputs)
@@ -680,6 +681,17 @@ def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values,
     except spawn.WorkerEnded as exc:
         ev.worker_end = exc.reason
     return w.output()
+
+
+def _measure_requests_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record) -> None:
+    """A timing request whose duration its reported times do not account for is timed again, up to
+    twice, before it counts: a busy host stretches the work of one request that the null request
+    does not price (a rep's copies, a collection) once; a recorder that shrinks times does so every
+    time. A request that agrees replaces the timing; what any run saw wrong in the outputs is kept."""
+    tries = 0
+    while tries < 2 and requests_disagree(ev.clocked_timing, ev.null_timing, ev.device.type):
+        tries += 1
+        ev.timing = _faults_kept(_time_again(w, fresh, settings, max_blob, record, ev=ev).body, ev.timing)
 
 
 def _measure_drain_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record) -> None:

@@ -112,6 +112,14 @@ def evaluate(ev) -> Finding:
                    f"per call vs reported {best['reported_ms']:.4g} ms", evidence)
 
 
+def requests_disagree(clocked: list[dict], null: dict | None, device_type: str) -> bool:
+    """Whether no timing request so far is accounted for by its reported times (the judge then
+    times again: see judge._measure_requests_again)."""
+    if not clocked or not null:
+        return False
+    return _overall([request_clock(r, null, device_type) for r in clocked]) == "disagrees"
+
+
 def _overall(verdicts: list[dict]) -> str | None:
     """Best agreement counts: one measurement that agrees clears the check; else a measurement
     that disagrees, whatever the host did, fails it; else every one was busy: inconclusive."""
