@@ -753,7 +753,10 @@ def _clocked_time(w, ev: Evidence, record, body: dict, max_blob):
                                   # the spin before each rep (CUDA), at most the worker's LEAD_MAX_S: a claim,
                                   # which only widens the bound
                                   "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
-                                  "warmup_calls": int(body["warmup"])})
+                                  "warmup_calls": int(body["warmup"]),
+                                  # outputs copied after their calls (a reused output storage): work of
+                                  # the rep that the null request does not price
+                                  "outputs_copied": int(msg.body.get("outputs_copied") or 0)})
     return msg
 
 
