@@ -92,11 +92,7 @@ def evaluate(ev) -> Finding:
                        f"the judge's clock saw {best['judge_per_call_ms']:.4g} ms per call, the candidate's timing "
                        f"reported {best['reported_ms']:.4g} ms: the reported time does not account for the work"
                        f" ({len(attempts)} attempts)", evidence)
-    # A request's price is the null request's, taken at another moment: where the judge-clocked loop
-    # (the stronger witness: the judge's clock around the calls themselves, on a never-seen set)
-    # agrees with the reported time, a request that does not is the host's doing, not the
-    # candidate's. A shrinking recorder fails the loop as well; a loop that skips calls, its floor.
-    if req_says == "disagrees" and loop_says != "agrees":
+    if req_says == "disagrees":
         r = min(requests, key=lambda a: a["judge_per_call_ms"] / a["bound_ms"])
         return Finding(CheckId.TIMERS, Status.FAIL,
                        f"the judge's clock saw {r['judge_per_call_ms']:.4g} ms per timed call in the timing request "
