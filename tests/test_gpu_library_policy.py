@@ -1,4 +1,4 @@
-"""The library policy on a real GPU (run on the lent H200: `pytest -m gpu`).
+"""The library policy on a real GPU (on a CUDA machine: `pytest -m gpu`).
 
 Under the CUDA default, `own-kernels`: the corpus's device-agnostic honest kernels (compositions of
 PyTorch ops) are rejected by policy, and only by it; the honest Triton and inline CUDA kernels pass,
