@@ -26,11 +26,6 @@ PROBLEMS = sorted(f[:-3] for f in os.listdir(HERE) if f.startswith(("l1_", "l2_"
 # The reference offered as the candidate: its own source, then `ModelNew` as the reference's `Model`
 # (self-contained, as a worker imports the candidate from a copy in a directory of its own).
 REFERENCE_AS_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"
-# Outputs this branch's comparisons do not carry yet (integer and truly-zero-or-scalar outputs).
-OUTPUT_SUPPORT = {
-    "l1_argmax": "integer (int64) outputs are not compared yet (exact comparison of int outputs)",
-    "l1_argmin": "integer (int64) outputs are not compared yet (exact comparison of int outputs)",
-}
 
 
 def _failed(report):
@@ -49,15 +44,10 @@ def staged(tmp_path):
     return _stage
 
 
-def _params(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=OUTPUT_SUPPORT[n]))
-            if n in OUTPUT_SUPPORT else n for n in names]
-
-
 # --------------------------------------------------------------------------- the KernelBench-shaped families
 
 
-@pytest.mark.parametrize("name", _params(PROBLEMS))
+@pytest.mark.parametrize("name", PROBLEMS)
 @pytest.mark.parametrize("level", [None, "no-reference-ops", "own-kernels"])
 def test_the_reference_as_candidate_is_rejected(staged, name, level):
     cand, prob = staged(name)
@@ -68,7 +58,7 @@ def test_the_reference_as_candidate_is_rejected(staged, name, level):
     assert report.library_policy["level"] == (level or "no-reference-ops")
 
 
-@pytest.mark.parametrize("name", _params(PROBLEMS))
+@pytest.mark.parametrize("name", PROBLEMS)
 def test_the_reference_as_candidate_passes_with_library_call_allowed(staged, name):
     cand, prob = staged(name)
     report = vet(cand, prob, device="cpu", allow=["library-call"])

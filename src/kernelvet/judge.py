@@ -753,18 +753,15 @@ def _clocked_time(w, ev: Evidence, record, body: dict, max_blob):
                                   # the spin before each rep (CUDA), at most the worker's LEAD_MAX_S: a claim,
                                   # which only widens the bound
                                   "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
-                                  "warmup_calls": int(body["warmup"]),
-                                  # outputs copied after their calls (a reused output storage): work of
-                                  # the rep that the null request does not price
-                                  "outputs_copied": int(msg.body.get("outputs_copied") or 0)})
+                                  "warmup_calls": int(body["warmup"])})
     return msg
 
 
 def _null_timing(w, ev: Evidence, fresh, settings: Settings, reps: int, max_blob) -> dict:
     """The cost of a timing request and its reps without the candidate: the same request with
     the judge's null function in the call's place (min(reps, NULL_TIMING_REPS) reps, no warm-up),
-    by the judge's clocks. A rep's own work (inputs read, paint, flush, events, output checks)
-    is what it prices."""
+    by the judge's clocks. A rep's own work (inputs read, paint, flush, events; the copy and the
+    check of an output of the call's shape, which the worker hands the null reps) is what it prices."""
     r = max(1, min(reps, NULL_TIMING_REPS))
     body = {**_time_body(fresh, settings, reps=r, warmup=0, budget_ms=1e9, null_reps=0), "warmup_ms": 0.0,
             "min_reps": r, "null": True}

@@ -202,6 +202,8 @@ class Worker:
         self.harness_threads = {t.ident for t in self.bound.enumerate()}   # none of them the candidate's
         self.held: list[tuple[int, torch.Tensor]] = []   # (call index, output) of recent calls, kept alive
         self.reused_storage = False   # a call returned the storage of an earlier output still held
+        # the first output of each set in the last timing request: what a null rep returns in its place
+        self.timed_like: dict[int, torch.Tensor] = {}
 
     # -- plumbing -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -326,6 +328,7 @@ class Worker:
         self.loop_out = None
         self.held.clear()
         self.reused_storage = False
+        self.timed_like.clear()
         gc.collect()
         if self.device.type == "cuda":
             self._sync()
@@ -546,7 +549,7 @@ class Worker:
         # near its budget (the host stops queueing on its own clock, so one batch may run past it).
         per_sync = int(b.get("reps_per_sync", _Reps.SYNC_EVERY))
         rec = _Reps(self, sync_every=max(1, min(per_sync, int(budget_s / per_call / 4))),
-                    lead_s=_Reps.lead_for(host_s), fn=_null_call if b.get("null") else None)
+                    lead_s=_Reps.lead_for(host_s), null_like=self.timed_like if b.get("null") else None)
         rec.rehearse(sets)
         t_begin = bound.pc()
         r = 0
@@ -562,6 +565,8 @@ class Worker:
             r += 1
         rec.collect()
         self.reused_storage = self.reused_storage or rec.copy_outputs
+        if not b.get("null"):
+            self.timed_like.update(rec.first)
         null_drains = []
         if self.device.type == "cuda" and int(b["null_reps"]):
             rec.drain_pairs(sets, int(b["null_reps"]))
@@ -734,9 +739,13 @@ class _Reps:
     LEAD_MAX_S = 2e-3
     REHEARSALS = 6
 
-    def __init__(self, worker: Worker, sync_every: int = SYNC_EVERY, lead_s: float = 0.0, fn=None):
+    def __init__(self, worker: Worker, sync_every: int = SYNC_EVERY, lead_s: float = 0.0,
+                 null_like: dict | None = None):
         self.w = worker
-        self.fn = fn or worker.fn   # `_null_call`: the judge's calibration of a rep's own cost
+        # null reps (the judge's price of a rep's own cost): no candidate call, and in its place an
+        # output of the set's shape (`null_like`), so that the rep's work on outputs (the copy of a
+        # reused storage, the bitwise check against the first) is priced as the real reps pay it
+        self.null_like = null_like
         self.cuda = worker.device.type == "cuda"
         self.sync_every = sync_every
         self.lead_s = lead_s if self.cuda else 0.0
@@ -825,9 +834,15 @@ class _Reps:
         w, bound = self.w, self.w.bound
         inputs = self._before_call(s, lead=lead)
         bound.ev_record(start)
-        out = w._run_candidate("timed call", self.fn, *inputs)
+        out = self._call(s, inputs)
         bound.ev_record(end)
         return out
+
+    def _call(self, s: int, inputs):
+        if self.null_like is None:
+            return self.w._run_candidate("timed call", self.w.fn, *inputs)
+        like = self.null_like.get(s)
+        return None if like is None else self.w.bound.empty(like.shape, dtype=like.dtype, device=like.device)
 
     def rep(self, s: int, seen: bool, at: int | None = None) -> None:
         """One timed rep on set `s`'s values; `at`: in the storages of that (seen) set instead."""
@@ -840,7 +855,7 @@ class _Reps:
         else:
             inputs = self._before_call(where)
             t0 = bound.pc_ns()
-            out = w._run_candidate("timed call", self.fn, *inputs)
+            out = self._call(where, inputs)
             self._record((bound.pc_ns() - t0) / 1e6, seen, s)   # the host clock is read now
             clock = None
         self._check_guards(where)

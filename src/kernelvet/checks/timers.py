@@ -12,7 +12,7 @@
     every binding looks untouched (it edited the worker's measurements, say).
 (3) Every timing request of the candidate is bracketed by the judge's clocks too, and so is the
     same request with a null function in the call's place (a rep's own cost: inputs read, paint,
-    flush, checks). The request's duration, less its warm-up and the reps' own cost, per call,
+    flush, and the work on an output of the call's shape: its copy, its bitwise check). The request's duration, less its warm-up and the reps' own cost, per call,
     must be accounted for by the reported median as in (2): a recorder that shrinks the times it
     is handed fails here even when every call ran. And a loop far faster than the reported time
     (a loop that skipped its calls) fails (2) from below.
@@ -194,8 +194,6 @@ def request_clock(req: dict, null: dict, device_type: str) -> dict:
     # and the spin a CUDA rep starts with (sized from the candidate's own launch path), per rep
     bound = per_call_bound + RATIO * null_rep_s * 1e3 + req.get("lead_ms", 0.0) * req["reps"] / max(calls, 1)
     says = "agrees" if wall <= bound else ("busy" if load > BUSY_FACTOR else "disagrees")
-    if says == "disagrees" and req.get("outputs_copied"):
-        says = "unpriced"   # copies of reused outputs the null request does not price: the loop decides
     return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
             "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
             "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}
