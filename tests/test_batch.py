@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -18,6 +14,8 @@ from kernelvet.batch.results import read_records
 from kernelvet.errors import UsageError
 from kernelvet.problem import Problem, load_problem
 from kernelvet.refcache import ReferenceCache
+
+from .batch_runs import batch_command, interrupt_after_first, resume, write_manifest
 
 # id -> (corpus entry, the checks that must reject it: none for an honest one). hang_forever is
 # second: its vet lasts its whole timeout, so the SIGINT sent after the first verdict lands in it.
@@ -30,64 +28,15 @@ JOBS = {
 }
 
 
-def _expected(name: str) -> tuple[str, set[str]]:
-    entry = practice.by_name(name)
-    return ("pass", set()) if entry.kind == "honest" else ("reject", {str(c) for c in entry.catches})
-
-
-def _manifest(tmp_path) -> str:
-    path = tmp_path / "jobs.jsonl"
-    lines = []
-    for jid, name in JOBS.items():
-        entry = practice.by_name(name)
-        line = {"id": jid, "problem": entry.problem_ref, "candidate": entry.path}
-        if name == "hang_forever":
-            line["timeout"] = 6
-        lines.append(json.dumps(line))
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
 def _batch(*args) -> list[str]:
-    return [sys.executable, "-m", "kernelvet", "batch", "--device", "cpu", "--no-progress", *map(str, args)]
-
-
-def _env() -> dict:
-    src = os.path.dirname(os.path.dirname(os.path.abspath(practice.__file__)))
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    return batch_command(*args)
 
 
 def test_interrupted_then_resumed_every_id_once_with_its_verdict(tmp_path):
-    manifest, out = _manifest(tmp_path), tmp_path / "results.jsonl"
-    proc = subprocess.Popen(_batch("--manifest", manifest, "--out", out), env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        if out.exists() and out.read_bytes().count(b"\n") >= 1:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, (stdout, stderr)
-    assert "Traceback" not in stderr, stderr
+    manifest, out = write_manifest(tmp_path, JOBS), tmp_path / "results.jsonl"
+    stdout, first = interrupt_after_first(_batch("--manifest", manifest, "--out", out), out, JOBS, wait_s=240)
     assert "--resume continues" in stdout
-    first, end = read_records(str(out))
-    assert end == out.stat().st_size                       # no torn line: every record whole
-    assert 1 <= len(first) < len(JOBS)
-    assert "mm-hang" not in {r.id for r in first}          # the vet in flight is not a verdict
-
-    done = subprocess.run(_batch("--manifest", manifest, "--out", out, "--resume"), env=_env(),
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert f"{len(first)} already in the file, skipped" in done.stdout
-    records, _ = read_records(str(out))
-    ids = [r.id for r in records]
-    assert sorted(ids) == sorted(JOBS)                     # every id exactly once
-    assert ids[:len(first)] == [r.id for r in first]       # the first run's records, kept as they were
-    for r in records:
-        verdict, checks = _expected(JOBS[r.id])
-        assert (r.id, r.verdict, {c for c, _ in r.failed}) == (r.id, verdict, checks), r
+    resume(_batch("--manifest", manifest, "--out", out), out, JOBS, first)
 
 
 def test_a_problems_candidates_share_its_checked_sets_and_draw_their_own_unseen_ones(monkeypatch):

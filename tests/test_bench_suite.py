@@ -69,3 +69,35 @@ def test_the_index_commands_print_their_usage_without_a_device():
         proc = subprocess.run([sys.executable, os.path.join(BENCH, script)], capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 2 and "Usage: python bench/" + script in proc.stderr, proc.stderr
+
+
+def _record(rid, verdict, slot, vet_s, finished_at, retried=None):
+    return {"id": rid, "verdict": verdict, "slot": slot, "vet_s": vet_s, "finished_at": finished_at,
+            "retried": retried, "error": None, "failed": [], "fault": None}
+
+
+def test_batch_scaling_derives_throughput_busy_shares_and_the_tail_from_the_records():
+    import batch_scaling
+    run = {"started_at": 100.0, "ended_at": 140.0, "records": [
+        _record("a", "pass", "cuda:0", 10.0, 115.0), _record("b", "reject", "cuda:1", 12.0, 118.0),
+        _record("c", "pass", "cuda:0", 10.0, 125.0), _record("d", "reject", "cuda:0", 10.0, 138.0)]}
+    s = batch_scaling.summarise(run)
+    assert (s["devices"], s["candidates"], s["wall_s"]) == (2, 4, 40.0)
+    assert s["per_hour"] == 3600.0 * 4 / 40.0
+    assert s["busy_share"] == {"cuda:0": 30.0 / 40.0, "cuda:1": 12.0 / 40.0}
+    assert s["start_s"] == 5.0                     # the first verdict's vet began 5 s into the run
+    assert s["tail_s"] == 138.0 - 118.0            # cuda:1 ran out of work 20 s before the end
+    assert s["verdicts"] == {"pass": 2, "reject": 2}
+
+
+def test_batch_scaling_names_ids_whose_verdicts_differ_and_checks_the_failover_records():
+    import batch_scaling
+    one = {"records": [_record("a", "pass", "cuda:0", 1, 1), _record("b", "reject", "cuda:0", 1, 2)]}
+    two = {"records": [_record("a", "pass", "cuda:0", 1, 1), _record("b", "pass", "cuda:1", 1, 2)]}
+    assert batch_scaling.agreement([one, two]) == {"ids": 2, "differ": ["b"]}
+    jobs = [{"id": i} for i in "abc"]
+    records = [_record("a", "pass", "cuda:0", 1, 1), _record("b", "reject", "cuda:0", 1, 2, retried="cuda:1 out"),
+               _record("b", "reject", "cuda:0", 1, 3)]
+    c = batch_scaling.failover_check(records, jobs)
+    assert c["missing"] == ["c"] and c["twice"] == ["b"]
+    assert c["retried"] == [{"id": "b", "slot": "cuda:0", "why": "cuda:1 out", "verdict": "reject"}]

@@ -100,7 +100,10 @@ def test_a_loop_that_skips_its_calls_fails_timers_from_below(launcher, write):
     report = vet(path, "matmul", device="cpu", timeout=120, launcher=launcher)
     timers = report.finding(CheckId.TIMERS)
     assert report.verdict is Verdict.REJECT and timers.status is Status.FAIL, report.dumps()
-    assert all(a["skipped"] for a in timers.evidence["attempts"]), timers.evidence["attempts"]
+    # the attempts that could tell saw the skip (one the host kept waiting says "busy"), none agreed
+    attempts = timers.evidence["attempts"]
+    assert any(a["skipped"] for a in attempts) and not any(a["agrees"] for a in attempts), \
+        json.dumps(attempts, default=str)
     assert "did not run its calls" in timers.summary
     assert_judge_healthy(launcher)
 

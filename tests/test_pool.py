@@ -9,15 +9,12 @@ from __future__ import annotations
 import collections
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from rich.console import Console
 
-from kernelvet import practice
 from kernelvet.batch import jobs as jobs_mod
 from kernelvet.batch import runner
 from kernelvet.batch.engine import VetOptions
@@ -26,7 +23,8 @@ from kernelvet.batch.pool import PoolEngine, Slot, _Queue, device_slots, gpu_slo
 from kernelvet.batch.results import read_records
 from kernelvet.errors import UsageError
 
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(practice.__file__))))
+from .batch_runs import batch_command, batch_env, expected as _expected, interrupt_after_first, resume, write_manifest
+
 FAILING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pool_judges.py")
 
 JOBS = {   # id -> corpus entry; the hang is second, so a SIGINT after the first verdict lands in a vet
@@ -38,62 +36,22 @@ JOBS = {   # id -> corpus entry; the hang is second, so a SIGINT after the first
 }
 
 
-def _expected(name: str) -> tuple[str, set[str]]:
-    entry = practice.by_name(name)
-    return ("pass", set()) if entry.kind == "honest" else ("reject", {str(c) for c in entry.catches})
-
-
 def _manifest(tmp_path, jobs=JOBS) -> str:
-    path = tmp_path / "jobs.jsonl"
-    lines = []
-    for jid, name in jobs.items():
-        entry = practice.by_name(name)
-        line = {"id": jid, "problem": entry.problem_ref, "candidate": entry.path}
-        if name == "hang_forever":
-            line["timeout"] = 6
-        lines.append(json.dumps(line))
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return write_manifest(tmp_path, jobs)
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    return batch_env()
 
 
 def _batch(*args) -> list[str]:
-    return [sys.executable, "-m", "kernelvet", "batch", "--devices", "cpu,cpu,cpu", "--no-progress", *map(str, args)]
+    return batch_command(*args, devices=("--devices", "cpu,cpu,cpu"))
 
 
 def test_three_cpu_devices_interrupted_then_resumed_every_id_once(tmp_path):
     manifest, out = _manifest(tmp_path), tmp_path / "results.jsonl"
-    proc = subprocess.Popen(_batch("--manifest", manifest, "--out", out), env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        if out.exists() and out.read_bytes().count(b"\n") >= 1:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, (stdout, stderr)
-    assert "Traceback" not in stderr, stderr
-    first, end = read_records(str(out))
-    assert end == out.stat().st_size
-    assert 1 <= len(first) < len(JOBS)
-    assert "mm-hang" not in {r.id for r in first}          # the vet in flight is not a verdict
-
-    done = subprocess.run(_batch("--manifest", manifest, "--out", out, "--resume"), env=_env(),
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert f"{len(first)} already in the file, skipped" in done.stdout
-    records, _ = read_records(str(out))
-    ids = [r.id for r in records]
-    assert sorted(ids) == sorted(JOBS)                     # every id exactly once
-    assert ids[:len(first)] == [r.id for r in first]
-    for r in records:
-        verdict, checks = _expected(JOBS[r.id])
-        assert (r.id, r.verdict, {c for c, _ in r.failed}) == (r.id, verdict, checks), r
+    _, first = interrupt_after_first(_batch("--manifest", manifest, "--out", out), out, JOBS, wait_s=300)
+    for r in resume(_batch("--manifest", manifest, "--out", out), out, JOBS, first):
         assert r.slot in {"cpu:0", "cpu:1", "cpu:2"} and r.retried is None
     # no device judge outlives the run
     assert not [p for p in _children_named("kernelvet.batch.devjudge")], "a device judge is still running"
