@@ -52,7 +52,7 @@ def test_a_problems_candidates_share_its_checked_sets_and_draw_their_own_unseen_
         return real_draw(problem, seed)
 
     monkeypatch.setattr(Problem, "build_model", counted)
-    monkeypatch.setattr(judge, "locked_draw", recorded)
+    monkeypatch.setattr(judge.api, "locked_draw", recorded)   # where `vet` draws
     relu = os.path.join(practice.PROBLEMS, "relu.py")
     honest, cheat = practice.by_name("relu").path, practice.by_name("inplace_relu").path
     reports, per_vet = [], []

@@ -1,7 +1,7 @@
 """Where should a judge that has started CUDA compare a small problem: on the host or the device?
 
 A warm API vet of the 256^3 GEMM judged on the host against the same vet judged on the device
-(`judge.HOST_JUDGE_FLOPS` set to 0), alternating in one process, each 1 s after the last (its
+(`judge.placement.HOST_JUDGE_FLOPS` set to 0), alternating in one process, each 1 s after the last (its
 spare ready), so that both see one machine's pace. The recorded run
 (bench/results/2026-11-30-h200/diagnostics/judged-on.json) is why a judge whose CUDA is already
 started compares on the device.
@@ -16,20 +16,21 @@ import time
 
 from vet_phases import gemm_256_ready   # bench/diagnostics/ is this script's directory
 from kernelvet import judge
+from kernelvet.judge import placement
 
-HOST = judge.HOST_JUDGE_FLOPS
+HOST = placement.HOST_JUDGE_FLOPS
 
 
 def main() -> None:
     out, pairs = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5
     launcher, prob, path = gemm_256_ready()
     for limit in (HOST, 0):   # both paths warmed (the judge's CUDA context, Triton's cache)
-        judge.HOST_JUDGE_FLOPS = limit
+        placement.HOST_JUDGE_FLOPS = limit
         judge.vet(path, prob, device="cuda", launcher=launcher)
     res = {"host": [], "device": []}
     for _ in range(pairs):
         for side, limit in (("host", HOST), ("device", 0)):
-            judge.HOST_JUDGE_FLOPS = limit
+            placement.HOST_JUDGE_FLOPS = limit
             time.sleep(1.0)
             t0 = time.perf_counter()
             report = judge.vet(path, prob, device="cuda", launcher=launcher)

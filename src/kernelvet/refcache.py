@@ -26,7 +26,7 @@ from .problem import Problem
 
 @dataclasses.dataclass
 class SharedReference:
-    """One device's share of a problem: what `judge._vet` computed for its first candidate."""
+    """One device's share of a problem: what `judge.api._vet` computed for its first candidate."""
 
     model: Any          # the reference nn.Module (float32 weights drawn from the weight seed)
     values: Any         # draws.Draws: input sets by key, drawn on first use

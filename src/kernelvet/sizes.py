@@ -19,7 +19,7 @@ WIDEST = 8               # bytes per element of the widest dtype the protocol ca
 FLOOR_BYTES = 1 << 20    # tiny problems: a message may always carry this much
 
 # Input sets a worker holds at once while it vets a candidate (warm-up, fresh sets, the ordering
-# probe's, the unseen sets: see judge.py's plan) and outputs it keeps beside them (one per set,
+# probe's, the unseen sets: see the judge's plan) and outputs it keeps beside them (one per set,
 # the timing run's first outputs, a batch of timed outputs): for `fits`.
 SETS_HELD = 10
 OUTPUTS_HELD = 16

@@ -114,7 +114,7 @@ def evaluate(ev) -> Finding:
 
 def requests_disagree(clocked: list[dict], null: dict | None, device_type: str) -> bool:
     """Whether no timing request so far is accounted for by its reported times (the judge then
-    times again: see judge._measure_requests_again)."""
+    times again: see judge/plan.py, _measure_requests_again)."""
     if not clocked or not null:
         return False
     return _overall([request_clock(r, null, device_type) for r in clocked]) == "disagrees"

@@ -1,0 +1,70 @@
+"""Where the judge compares: on the host for a small problem in a judge that has not started
+CUDA, else on the judge's device; and the first-use costs of either, paid ahead."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import devices, metrics
+from ..errors import UsageError
+from ..problem import reference64
+
+
+# A CUDA problem this small is judged on the host (float64 references, comparisons) by a judge
+# that has not started CUDA: a few milliseconds of host arithmetic per input set, where starting
+# the judge's own CUDA context cost a cold `kernelvet check` 0.5-0.9 s on the H200. The 256^3
+# GEMM (34 MFLOP, 0.2 M elements) is; 512^3 and a 4096 x 4096 softmax are not.
+HOST_JUDGE_FLOPS = 1 << 26
+HOST_JUDGE_ELEMENTS = 1 << 20
+
+
+def host_judges(dev: torch.device, flops: float | None, elements: int | None = None) -> bool:
+    """Whether a vet on `dev` is judged on the host: CPU runs always; CUDA runs whose reference
+    is known to be small (FLOPs counted or declared; tensor elements of one input set, if known)."""
+    if dev.type != "cuda":
+        return True
+    return flops is not None and flops <= HOST_JUDGE_FLOPS and (elements or 0) <= HOST_JUDGE_ELEMENTS
+
+
+def warm_judge(device: str = "auto", flops: float | None = None) -> None:
+    """The judge's first-use costs where it will judge, paid now: on CUDA the context, cuBLAS's
+    handle (the float64 references) and the kernels the checks compare with (CUDA loads each one
+    the first time it runs); on the host (a CPU run, or a problem of `flops` small enough to be
+    judged there) the host's kernels. The CLI calls this while its launcher starts, `kernelvet
+    serve` before it listens; otherwise the first vet pays them. A bad device is the vet's to report."""
+    try:
+        dev = devices.resolve(device)
+    except UsageError:
+        return
+    if host_judges(dev, flops):
+        dev = torch.device("cpu")
+    # 256 x 256: sizes past the small-tensor paths (a sort of 64 elements and one of 65536 run
+    # different kernels; the H200's cold CLI still paid ~0.15 s in quantile with 8 x 8 here)
+    ref = torch.rand(256, 256, device=dev, dtype=torch.float64) + 0.5
+    torch.mm(ref, ref)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        out = ref.to(dtype)
+        metrics.rel_error(out, ref)
+        metrics.ulp_stats(out, ref, dtype)
+        metrics.rel_distance(out, ref)
+        metrics.same_bits(out, out.clone())
+        metrics.poison_count(out, (metrics.nan_poison_word(dtype, 1),))
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _judged_on(dev: torch.device, flops: float | None, model, sample: list):
+    """Where the checks compare: the host for a CPU run, and for a small problem (`host_judges`)
+    whose reference runs there, if this process has not started CUDA (a judge that has, a warm
+    API loop or `kernelvet serve`, compares on the device: 0.85 s a warm 256^3 vet on the H200
+    against 0.91 s on the host); else `dev`. With the float64 reference of `sample`, if made here."""
+    cpu = torch.device("cpu")
+    if dev.type != "cuda":
+        return cpu, None
+    if torch.cuda.is_initialized() or not host_judges(
+            dev, flops, sum(x.numel() for x in sample if isinstance(x, torch.Tensor))):
+        return dev, None
+    try:   # a reference that only runs on the device (it moves its inputs there itself) is judged there
+        return cpu, reference64(model, sample, cpu)
+    except Exception:  # noqa: BLE001 - the device's run of it reports whatever is wrong with it
+        return dev, None

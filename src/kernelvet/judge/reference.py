@@ -1,0 +1,163 @@
+"""The problem's side of a vet: the reference's run in the worker (after the worker's first
+answer, which describes the device), and the judge's own work on the problem (its FLOPs, its
+inputs, the lazily made float64 references) within the vet's time."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+
+import torch
+
+from .. import devices, metrics, sizes, spawn
+from ..dispatch_modes import defer_dynamo
+from ..errors import HarnessError, UsageError
+from ..problem import Problem
+from .bodies import _decode_output, _encode_set, _time_body
+from .settings import Settings
+
+
+def _check_inputs_vary(prob: Problem, a: list, b: list, output_arg: int | None) -> None:
+    ta = [x for i, x in enumerate(a) if isinstance(x, torch.Tensor) and x.is_floating_point() and i != output_arg]
+    tb = [x for i, x in enumerate(b) if isinstance(x, torch.Tensor) and x.is_floating_point() and i != output_arg]
+    if ta and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb)):
+        raise UsageError(f"{prob.path or prob.name}: get_inputs() returned the same values under two different "
+                         "seeds; inputs must be drawn from torch's random generator")
+
+
+def _derived_seed(secret: int, what: str) -> int:
+    """A seed for `what`, from the secret, independent of the draws that key the input sets."""
+    return int.from_bytes(hashlib.sha256(f"{what}:{secret}".encode()).digest()[:8], "little") >> 1
+
+
+class _Lazy(dict):
+    """A dict whose missing keys are made by `make(key)` on first use, then kept."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key):
+        value = self[key] = self._make(key)
+        return value
+
+
+def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
+                   size: "sizes.ProblemSize | None" = None, floor: float = 0.0, timeout: float = 0.0) -> dict:
+    """The reference implementation, first in the worker: output dtype, its own error, its timing,
+    its ops; and the worker's description of the device, from its `prepared` answer. A problem
+    that cannot fit the device (`size`) is refused before any of it runs there."""
+    prepared = _prepared(w, dev, settings.flush_factor)
+    if size is not None:
+        # a CUDA device's memory; on the CPU, the data memory the worker is limited to
+        limit = ((getattr(w, "containment", None) or {}).get("limits") or {}).get("mem_bytes")
+        memory = prepared["device_info"].get("memory_bytes")
+        too_big = (sizes.fits(size, memory) if memory else
+                   sizes.fits(size, limit, "the worker's memory limit of"))
+        if too_big:
+            raise UsageError(f"{name}: {too_big}")
+    try:
+        w.request(None)   # the `load` sent before the float64 references were computed
+        for k in fresh:
+            layout, blobs = _encode_set(values[k])
+            w.request("inputs", {"set": k, "layout": layout}, blobs)
+        out = _decode_output(w.request("call", {"set": fresh[0], "trace": True}))
+        traced = w.request("call", {"set": fresh[1], "trace": True})
+        timed = w.request("time", _time_body(fresh, settings, null_reps=0))
+    except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
+        if isinstance(exc, spawn.WorkerEnded) and "timed out" in str(exc):
+            raise _problem_timed_out(name, timeout, exc) from None
+        if size is not None and isinstance(exc, spawn.CandidateRaised) and _says_out_of_memory(exc.error):
+            raise UsageError(f"{name}: the reference ran out of memory on {dev} ({size.describe()}); "
+                             "the problem is too large for this device") from None
+        raise HarnessError(f"{name}: the reference implementation failed in its worker: {exc}. "
+                           f"{w.output()[-500:]}") from None
+    if out is None:
+        raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
+    second = _decode_output(traced)
+    errors = [metrics.rel_error(out, refs64[fresh[0]], floor), metrics.rel_error(second, refs64[fresh[1]], floor)]
+    rows = {}
+    if out.dtype.is_floating_point and second is not None and second.shape == out.shape == refs64[fresh[0]].shape:
+        rows = {fresh[0]: metrics.row_errors(out, refs64[fresh[0]]), fresh[1]: metrics.row_errors(second, refs64[fresh[1]])}
+    if out.dtype.is_floating_point and max(errors) > 10 * metrics.TOLERANCE.get(out.dtype, 1.0):
+        raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
+                           f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
+    ops = set(traced.body.get("aten_ops", []))
+    return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
+            "row_errors": rows, **prepared}
+
+
+def _within(deadline: float, timeout: float, name: str, what: str, work):
+    """Run the judge's own `work` (the problem's, not the candidate's) by `deadline`, or say in
+    one line that the problem ran out of time. The work cannot be stopped midway (one torch op can
+    take minutes); it runs on a thread that is left to finish, its result unused."""
+    failed: list[BaseException] = []
+    result: list = []
+
+    def run():
+        try:
+            result.append(work())
+        except BaseException as exc:  # noqa: BLE001 - raised again on the judge's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="kernelvet-problem", daemon=True)
+    thread.start()
+    thread.join(max(deadline - time.monotonic(), 0.0))
+    if thread.is_alive():
+        raise UsageError(f"{name}: the problem itself ran out of time: {what} took longer than the "
+                         f"--timeout of {timeout:g} s (not the candidate's doing; raise --timeout or shrink the problem)")
+    if failed:
+        raise failed[0]
+    return result[0]
+
+
+def _problem_timed_out(name: str, timeout: float, exc) -> UsageError:
+    return UsageError(f"{name}: the problem itself ran out of time: the reference implementation took longer "
+                      f"than its budget in the worker ({exc}; --timeout {timeout:g} s); raise --timeout or "
+                      "shrink the problem")
+
+
+def _says_out_of_memory(error: str) -> bool:
+    return "OutOfMemoryError" in error or "out of memory" in error.lower() or "MemoryError" in error
+
+
+def _prepared(w, dev, flush_factor: float) -> dict:
+    """The worker's first answer: how long it took to start the device (mostly before this vet,
+    for a spare) and what the device is; the flush buffer it holds must be the one that
+    description and `flush_factor` call for."""
+    try:
+        msg = w.request(None)
+        info = devices.checked_description(msg.body.get("device"), dev)
+        flush_bytes = msg.body.get("flush_bytes")
+        if flush_bytes != devices.flush_bytes(info, flush_factor) or type(flush_bytes) is not int:
+            raise ValueError(f"flush_bytes {flush_bytes!r}, for a flush of {flush_factor} x its L2")
+    except spawn.CandidateRaised as exc:   # the worker's own code: no candidate exists there yet
+        raise HarnessError(f"the worker could not start {dev}: {exc.error}. {w.output()[-500:]}") from None
+    except spawn.WorkerEnded as exc:
+        raise HarnessError(f"the worker ended while starting {dev}: {exc}. {w.output()[-500:]}") from None
+    except ValueError as exc:
+        raise HarnessError(f"the worker's description of {dev} is malformed: {exc}") from None
+    return {"spare_start_s": float(msg.body.get("start_s", 0.0)), "device_info": info}
+
+
+def _count_flops(model, inputs) -> float | None:
+    try:
+        import copy
+        from torch.utils import flop_counter
+        from torch.utils.flop_counter import FlopCounterMode
+        if hasattr(flop_counter, "_FlopCounterMode"):   # the dispatch mode inside (torch 2.4+)
+            defer_dynamo(flop_counter._FlopCounterMode)
+        m64 = copy.deepcopy(model).double()
+        with FlopCounterMode(display=False) as fc, torch.no_grad():
+            m64(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs])
+        total = fc.get_total_flops()
+        return float(total) if total else None
+    except Exception:  # noqa: BLE001 - FLOP counting is best effort
+        return None
+
+
+def _min_bytes(inputs, ref) -> float:
+    n = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    itemsize = next((x.element_size() for x in inputs if isinstance(x, torch.Tensor)), 4)
+    return float(n + ref.numel() * itemsize)
