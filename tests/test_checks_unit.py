@@ -89,6 +89,49 @@ def test_timers_one_agreeing_attempt_of_three_is_enough_and_a_forger_fails_all()
     assert REGISTRY[CheckId.TIMERS](_ev("cpu", integrity=[("i", {})], loop=[forged] * 3)).status is Status.FAIL
 
 
+# Trusted null prices (taken while the worker held only the reference): loops of 10 and 2000
+# null calls at 2 ms + 1 us per call; a timing request's round trip 1 ms, 64 null reps at 0.1 ms.
+TRUSTED = {"loops": [{"n": 10, "judge_s": 0.00201, "cpu_s": 0.002}, {"n": 2000, "judge_s": 0.004, "cpu_s": 0.004}],
+           "timing": {"judge_s": 0.001 + 64 * 1e-4, "fixed_s": 0.001, "reps": 64}}
+
+
+def test_timers_a_null_loop_slowed_past_its_trusted_price_does_not_hide_the_calls():
+    """A forger reports 1/300 of its 30 ms calls and sleeps through the null loop for the rest."""
+    n, reported, true = 100, 0.1, 30.0
+    slowed = {"n": n, "judge_s": n * true / 1e3, "null_s": n * (true - reported) / 1e3, "reported_ms": reported}
+    ev = _ev("cpu", integrity=[("i", {})], loop=[slowed] * 3)
+    assert REGISTRY[CheckId.TIMERS](ev).status is Status.PASS   # without the trusted price, it passes
+    ev.null_trusted = TRUSTED
+    f = REGISTRY[CheckId.TIMERS](ev)
+    assert f.status is Status.FAIL and all(a["null_capped"] for a in f.evidence["attempts"]), f.evidence
+
+
+def test_timers_an_honest_null_loop_within_its_trusted_price_is_not_capped():
+    n = 100
+    honest = {"n": n, "judge_s": 0.003 + n * 0.03, "null_s": 0.003, "reported_ms": 30.0}
+    ev = _ev("cpu", integrity=[("i", {})], loop=[honest])
+    ev.null_trusted = TRUSTED
+    f = REGISTRY[CheckId.TIMERS](ev)
+    assert f.status is Status.PASS and not f.evidence["attempts"][0]["null_capped"]
+
+
+def _request(reported_ms, calls, judge_s, wait_s=0.0):
+    return {"reported_ms": reported_ms, "calls": calls, "reps": calls, "judge_s": judge_s, "warmup_ms": 0.0,
+            "warmup_calls": 0, "main_wait_s": 0.0, "wait_s": wait_s}
+
+
+def test_timers_a_null_timing_request_slowed_past_its_trusted_price_fails_the_request_on_a_quiet_host():
+    """Reps of 30 ms reported as 0.1 ms; the null request slept 30 ms a rep to account for them."""
+    from kernelvet.checks.timers import request_clock
+    null = {"judge_s": 0.001 + 20 * 0.030, "fixed_s": 0.001, "reps": 20, "wait_s": 0.0}
+    req = _request(0.1, 20, 20 * 0.0301)
+    assert request_clock(req, null, "cpu")["says"] == "agrees"          # the slowed null hides the work
+    got = request_clock(req, null, "cpu", TRUSTED)
+    assert got["null_capped"] and got["says"] == "disagrees", got
+    busy = {**null, "wait_s": 0.5 * null["judge_s"]}                    # its threads waited: inconclusive
+    assert request_clock(req, busy, "cpu", TRUSTED)["says"] == "busy"
+
+
 def test_timers_rebinding_names_the_clock_and_phase():
     ev = _ev(integrity=[("import", {"moved": []}), ("fresh", {"moved": ["time.perf_counter"]})])
     f = REGISTRY[CheckId.TIMERS](ev)

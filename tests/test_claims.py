@@ -51,6 +51,26 @@ def _do_loop(self, msg):
 _kw.Worker._do_loop = _do_loop
 """
 
+# The recorder shrunk 300x, and the null requests (the prices the judge subtracts) slowed by a
+# sleep that accounts for the calls' real cost: a timing request and a loop look as short as the
+# reported times say, once their nulls are subtracted.
+SLOW_NULLS = SHRINK_RECORDER.replace("ms / 300", "ms / 300.0") + """
+import time as _time
+_cost = [0.0]
+_real_time, _real_loop = _kw.Worker._do_time, _kw.Worker._do_loop
+def _do_time(self, msg):
+    out = _real_time(self, msg)
+    if msg.body.get("null"):
+        _time.sleep(int(msg.body.get("min_reps", 1)) * _cost[0])
+    return out
+def _do_loop(self, msg):
+    out = _real_loop(self, msg)
+    if msg.body.get("null"):
+        _time.sleep(int(msg.body.get("n", 0)) * _cost[0])
+    return out
+_kw.Worker._do_time, _kw.Worker._do_loop = _do_time, _do_loop
+"""
+
 # Walk up the stack into the worker, compute an answer for every input set it holds, and answer
 # each later call on one of them from memory (keyed by the storages and a sample of their values,
 # so inputs overwritten in place are computed anew).
@@ -92,6 +112,19 @@ def test_a_recorder_that_shrinks_its_times_fails_timers_by_the_requests_duration
     timers = report.finding(CheckId.TIMERS)
     assert report.verdict is Verdict.REJECT and timers.status is Status.FAIL, report.dumps()
     assert any(r["says"] == "disagrees" for r in timers.evidence["requests"]), timers.evidence
+    assert_judge_healthy(launcher)
+
+
+def test_null_requests_slowed_to_hide_the_calls_fail_timers_held_to_their_trusted_price(launcher, write):
+    # the calls' real cost, a running mean, less the 1/300 reported
+    timed = honest_matmul("_c = (_time.perf_counter() - _t0) * 299 / 300\n"
+                          "_cost[0] = _c if not _cost[0] else 0.8 * _cost[0] + 0.2 * _c")
+    timed = timed.replace("        out = torch.zeros", "        _t0 = _time.perf_counter()\n        out = torch.zeros")
+    path = _write(write, "slow_nulls", SLOW_NULLS + timed)
+    report = vet(path, "matmul", device="cpu", timeout=300, launcher=launcher)
+    timers = report.finding(CheckId.TIMERS)
+    assert report.verdict is Verdict.REJECT and timers.status is Status.FAIL, (timers.summary, report.dumps())
+    assert any(a["null_capped"] for a in timers.evidence["attempts"] + timers.evidence["requests"]), timers.evidence
     assert_judge_healthy(launcher)
 
 
@@ -205,3 +238,11 @@ def test_the_judges_rehearsal_count_is_the_workers():
     from kernelvet import judge, worker
     assert judge._REHEARSALS == worker._Reps.REHEARSALS
     assert judge.LEAD_MAX_MS == worker._Reps.LEAD_MAX_S * 1e3
+
+
+def test_a_time_the_judges_clocks_did_not_bound_is_not_vouched(launcher, write):
+    """Timers waived: the verdict may pass, but the time is the worker's word, marked so."""
+    path = _write(write, "honest_unvouched", honest_matmul())
+    waived = vet(path, "matmul", device="cpu", timeout=120, launcher=launcher, allow=["timers"])
+    assert waived.verdict is Verdict.PASS and waived.timing.vouched is False
+    assert waived.to_json()["timing"]["vouched"] is False

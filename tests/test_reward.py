@@ -118,6 +118,18 @@ def test_reward_shapes():
         RewardShape(speedup_fn="exp")
 
 
+def test_a_pass_whose_time_the_judge_did_not_vouch_for_earns_no_speed_reward():
+    from kernelvet.batch.results import Record
+    from kernelvet.reward.scorer import _from_record
+    timing = {"median_ms": 0.01, "speedup": 8.0}
+    shape = RewardShape()
+    vouched = Record(id="a", problem="p", candidate="c", verdict="pass", timing={**timing, "vouched": True})
+    unvouched = Record(id="a", problem="p", candidate="c", verdict="pass", timing={**timing, "vouched": False})
+    assert _from_record(vouched, shape, time.monotonic())["score"] == shape.on_pass(8.0) == 4.0
+    got = _from_record(unvouched, shape, time.monotonic())
+    assert got["score"] == shape.pass_score and got["speedup"] is None
+
+
 @pytest.mark.gpu
 def test_rewards_on_every_gpu():
     reward.close()

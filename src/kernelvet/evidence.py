@@ -49,6 +49,7 @@ class Evidence:
     clocked_timing: list[dict] = dataclasses.field(default_factory=list)   # timing requests by the judge's clocks
     reference_row_errors: dict = dataclasses.field(default_factory=dict)   # set -> the reference's own, per row
     null_timing: dict | None = None         # the same request with a null call: a rep's own cost
+    null_trusted: dict | None = None        # null requests priced while the worker held only the reference
     probe: dict | None = None               # the ordering probe's answer (CUDA)
     audit: dict | None = None               # the profiler's device activities for one call (CUDA)
     kernels_defined: tuple[str, ...] = ()   # kernels the candidate's source defines (Triton, CUDA C++)

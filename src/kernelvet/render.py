@@ -53,6 +53,9 @@ def report_json(data: dict, verbose: bool = False, console: Console | None = Non
         if t.get("pct_of_peak"):
             parts.append(f"{t['pct_of_peak']:.1f}% of peak")
         con.print("timing: " + ", ".join(parts) + f"  [dim]({t.get('method')})[/]")
+        if t.get("vouched") is False:
+            con.print("[yellow]timing not vouched: the judge's clocks did not bound it (timers waived or "
+                      "inconclusive); it is the worker's word[/]")
     con.print(f"[dim]seed {data.get('seed')}  sha256 {str(data.get('candidate_sha256', ''))[:16]}[/]")
     if verbose:
         phases = data.get("phases_s", {})

@@ -69,6 +69,9 @@ class Timing:
     bytes_moved: float | None = None
     peak_flops: float | None = None
     peak_bytes_per_s: float | None = None
+    # whether the judge's own clocks bounded these times (`timers` passed); a check that was
+    # waived or inconclusive (a busy host) leaves them the worker's word, and no score should rank them
+    vouched: bool = True
 
     @property
     def reps(self) -> int:
@@ -124,6 +127,7 @@ class Timing:
             "pct_of_peak": self.pct_of_peak,
             "reference_median_ms": self.reference_median_ms,
             "speedup": self.speedup,
+            "vouched": self.vouched,
             "raw_ms": list(self.raw_ms),
             "reference_raw_ms": list(self.reference_raw_ms),
         })

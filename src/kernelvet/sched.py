@@ -4,6 +4,9 @@
 queue (runnable, but a core was busy with something else). The process cannot edit either. Time
 waited is what a busy host adds to a wall clock; threads that spin while a peer waits (OpenMP
 barriers) add it to CPU time as well. Neither says anything about what the process claims.
+A thread that exits takes its schedstat with it: the CPU time of work done on short-lived threads
+is read from /proc/<pid>/stat, which keeps the thread group's whole account (exited threads, and
+children the process has reaped), at the clock tick's resolution.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ class Sample:
     cpu_s: float | None         # run time of the process's live threads (None where /proc cannot tell)
     wait_s: float | None        # run-queue wait of those threads
     main_wait_s: float | None   # run-queue wait of its main thread (the one that serves requests)
+    group_cpu_s: float | None = None   # CPU time of the whole thread group, exited threads included
 
 
 def sample(pid: int) -> Sample:
@@ -33,16 +37,36 @@ def sample(pid: int) -> Sample:
                 main = int(fields[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return Sample(time.perf_counter(), None, None, None)
-    return Sample(time.perf_counter(), run / 1e9, wait / 1e9, main)
+    return Sample(time.perf_counter(), run / 1e9, wait / 1e9, main, _group_cpu(pid))
+
+
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _group_cpu(pid: int) -> float | None:
+    """utime + stime + cutime + cstime of /proc/<pid>/stat: the thread group's CPU time, threads
+    that have exited and reaped children included (fields 14-17; the name in field 2 may hold
+    spaces and parentheses, so fields are counted from its last ')')."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) * _TICK_S
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def between(a: Sample, b: Sample) -> dict:
-    """Wall, CPU and run-queue wait seconds from `a` to `b` (CPU and waits None where unknown).
+    """Wall, CPU and run-queue wait seconds from `a` to `b` (CPU and waits None where unknown; CPU
+    the larger of the live threads' and the thread group's account, the latter less a tick).
     The main thread's wait is time the wall clock ran while the worker's serving thread could
     not: what a busy host adds to the duration of a request, and nothing the worker did."""
     known = a.cpu_s is not None and b.cpu_s is not None
     main = a.main_wait_s is not None and b.main_wait_s is not None
+    cpu = b.cpu_s - a.cpu_s if known else None
+    if cpu is not None and a.group_cpu_s is not None and b.group_cpu_s is not None:
+        # work done on threads that exited in between is missing from the live threads' sum
+        cpu = max(cpu, b.group_cpu_s - a.group_cpu_s - _TICK_S)
     return {"judge_s": b.wall_s - a.wall_s,
-            "cpu_s": b.cpu_s - a.cpu_s if known else None,
+            "cpu_s": cpu,
             "wait_s": max(b.wait_s - a.wait_s, 0.0) if known else None,
             "main_wait_s": max(b.main_wait_s - a.main_wait_s, 0.0) if main else None}

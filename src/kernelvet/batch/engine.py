@@ -81,7 +81,7 @@ def _timing(report) -> dict | None:
         return None
     return {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "reps": t.reps,
             "reference_median_ms": t.reference_median_ms, "speedup": t.speedup,
-            "tflops": t.tflops, "gbps": t.gbps}
+            "tflops": t.tflops, "gbps": t.gbps, "vouched": t.vouched}
 
 
 def _problem_failure(record: Record) -> bool:

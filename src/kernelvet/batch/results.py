@@ -33,7 +33,7 @@ class Record:
     candidate: str
     verdict: str
     failed: tuple[tuple[str, str], ...] = ()
-    timing: dict | None = None        # median_ms, iqr_ms, reps, reference_median_ms, speedup, tflops, gbps
+    timing: dict | None = None        # median_ms, iqr_ms, reps, reference_median_ms, speedup, tflops, gbps, vouched
     vet_s: float = 0.0
     error: str | None = None
     fault: str | None = None

@@ -16,6 +16,11 @@
     must be accounted for by the reported median as in (2): a recorder that shrinks the times it
     is handed fails here even when every call ran. And a loop far faster than the reported time
     (a loop that skipped its calls) fails (2) from below.
+(4) What (2) and (3) subtract, the null requests, run in the candidate's worker, which can slow
+    them to hide its own work in them: each may cost at most NULL_CAP times its price taken while
+    the worker held only the reference (judge/null_prices.py), plus a slack. A null request held
+    to its cap says the host was busy (its threads waited for a core) or the worker slowed it:
+    a comparison that fails only so is inconclusive where the host was busy, a fail where not.
 On a busy host the clocks run slow for reasons of the host's own: the kernel's scheduler says
 how long the worker's threads waited for a core (sched.py). A comparison that fails only by
 time the worker spent waiting says the host was busy, not that the candidate lied: it is
@@ -61,6 +66,14 @@ BUSY_SLACK_MS = 1.0
 BUSY_FACTOR = 10.0
 
 
+# A null request in the candidate's worker costs at most this many times its trusted price (the
+# same request before the candidate existed), plus a slack: the same request of the same worker a
+# few seconds apart, on a quiet or equally busy host, costs about the same.
+NULL_CAP = 4.0
+NULL_SLACK_S = 0.002        # per null request (a round trip, a loop's fixed cost)
+NULL_REP_SLACK_S = 50e-6    # per null rep
+
+
 def evaluate(ev) -> Finding:
     phase, moved = first_seen(ev.integrity, "moved")
     if moved:
@@ -68,14 +81,16 @@ def evaluate(ev) -> Finding:
                        f"(first seen after {phase}): {', '.join(moved)}", {"moved": moved, "phase": phase})
     if not ev.integrity:
         return not_reached(CheckId.TIMERS)
-    requests = [request_clock(r, ev.null_timing, ev.device.type) for r in ev.clocked_timing] if ev.null_timing else []
+    trusted = getattr(ev, "null_trusted", None)
+    requests = [request_clock(r, ev.null_timing, ev.device.type, trusted)
+                for r in ev.clocked_timing] if ev.null_timing else []
     if not ev.loop and not requests:
         return Finding(CheckId.TIMERS, Status.PASS, "clock bindings unchanged (the judge-clock loop did not run)",
                        {"phases_checked": len(ev.integrity)})
     # A reported time taken while the host kept the worker from a core reads long by that load: the
     # loop's floor (did it run its calls?) makes room for it.
     timing_load = max([r["load"] for r in requests if math.isfinite(r["load"])] or [1.0])
-    attempts = [judge_clock(a, ev.device.type, timing_load) for a in ev.loop or []]
+    attempts = [judge_clock(a, ev.device.type, timing_load, trusted) for a in ev.loop or []]
     evidence = {"attempts": attempts, "requests": requests}
     loop_says, req_says = _overall(attempts), _overall(requests)
     if attempts:
@@ -112,12 +127,12 @@ def evaluate(ev) -> Finding:
                    f"per call vs reported {best['reported_ms']:.4g} ms", evidence)
 
 
-def requests_disagree(clocked: list[dict], null: dict | None, device_type: str) -> bool:
+def requests_disagree(clocked: list[dict], null: dict | None, device_type: str, trusted: dict | None = None) -> bool:
     """Whether no timing request so far is accounted for by its reported times (the judge then
     times again: see judge/plan.py, _measure_requests_again)."""
     if not clocked or not null:
         return False
-    return _overall([request_clock(r, null, device_type) for r in clocked]) == "disagrees"
+    return _overall([request_clock(r, null, device_type, trusted) for r in clocked]) == "disagrees"
 
 
 def _overall(verdicts: list[dict]) -> str | None:
@@ -152,13 +167,41 @@ def _net(total_s, main_wait_s):
     return total_s - (main_wait_s or 0.0)
 
 
-def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0) -> dict:
+def _capped(now: float | None, price: float | None, slack: float) -> tuple[float | None, bool]:
+    """A null request's cost, held to NULL_CAP x its trusted price + slack; and whether it was."""
+    if now is None or price is None:
+        return now, False
+    cap = NULL_CAP * max(price, 0.0) + slack
+    return (cap, True) if now > cap else (now, False)
+
+
+def trusted_loop(trusted: dict | None, n: int, key: str = "wall") -> float | None:
+    """The trusted price of a null loop of `n` calls (wall, net of the serving thread's waits, or
+    CPU), from the two priced loops: a fixed cost and a cost per call."""
+    loops = (trusted or {}).get("loops") or []
+    if len(loops) < 2:
+        return None
+    (a, b) = sorted(loops, key=lambda x: x["n"])[:2]
+    if key == "wall":
+        ya, yb = _net(a["judge_s"], a.get("main_wait_s")), _net(b["judge_s"], b.get("main_wait_s"))
+    elif a.get("cpu_s") is None or b.get("cpu_s") is None:
+        return None
+    else:
+        ya, yb = a["cpu_s"], b["cpu_s"]
+    per = max((yb - ya) / max(b["n"] - a["n"], 1), 0.0)
+    return max(ya - per * a["n"], 0.0) + per * n
+
+
+def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0, trusted: dict | None = None) -> dict:
     """One judge-clocked loop against the reported time measured just before it; `timing_load`:
-    how much longer than its serving thread ran the timing request took (a busy host's share)."""
+    how much longer than its serving thread ran the timing request took (a busy host's share);
+    `trusted`: the null requests' prices (null_prices.py), which bound the null loop's."""
     n = attempt["n"]
-    wall = _per_call(_net(attempt["judge_s"], attempt.get("main_wait_s")),
-                     _net(attempt["null_s"], attempt.get("null_main_wait_s")), n)
-    cpu = _per_call(attempt.get("cpu_s"), attempt.get("null_cpu_s"), n)
+    null_wall, wall_capped = _capped(_net(attempt["null_s"], attempt.get("null_main_wait_s")),
+                                     trusted_loop(trusted, n), NULL_SLACK_S)
+    null_cpu, cpu_capped = _capped(attempt.get("null_cpu_s"), trusted_loop(trusted, n, "cpu"), NULL_SLACK_S)
+    wall = _per_call(_net(attempt["judge_s"], attempt.get("main_wait_s")), null_wall, n)
+    cpu = _per_call(attempt.get("cpu_s"), null_cpu, n)
     per_call = min(wall, cpu) if cpu is not None else wall
     most = max(wall, cpu) if cpu is not None else wall
     bound = RATIO * attempt["reported_ms"] + SLACK_MS[device_type]
@@ -169,13 +212,14 @@ def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0) -> di
     return {"reported_ms": attempt["reported_ms"], "judge_per_call_ms": per_call, "judge_wall_per_call_ms": wall,
             "judge_cpu_per_call_ms": cpu, "judge_max_per_call_ms": most, "bound_ms": bound, "floor_ms": floor,
             "n": n, "skipped": skipped, "wait_s": attempt.get("wait_s"), "main_wait_s": attempt.get("main_wait_s"),
-            "says": says, "agrees": says == "agrees"}
+            "null_capped": wall_capped or cpu_capped, "says": says, "agrees": says == "agrees"}
 
 
-def request_clock(req: dict, null: dict, device_type: str) -> dict:
+def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None = None) -> dict:
     """One timing request by the judge's clocks against its reported median: what is left of its
     duration after the warm-up (its budget, and a few calls at the bound) and the reps' own cost
-    (the null request's, per rep), per timed call, must be accounted for as in the loop.
+    (the null request's, per rep, held to its trusted price: `_null_rep`), per timed call, must be
+    accounted for as in the loop.
 
     Wall against wall: the reported times are the worker's wall clock over the very reps this
     request ran, waits for a core included, so the judge's duration keeps them too; what was
@@ -187,13 +231,38 @@ def request_clock(req: dict, null: dict, device_type: str) -> dict:
     running = _net(req["judge_s"], req.get("main_wait_s"))
     load = req["judge_s"] / running if running > 0 else math.inf
     scale = min(load, BUSY_FACTOR)
-    fixed_s = _net(null.get("fixed_s", 0.0), null.get("fixed_main_wait_s"))
-    null_rep_s = max(_net(null["judge_s"], null.get("main_wait_s")) - fixed_s, 0.0) / max(null["reps"], 1) * scale
+    fixed_s, rep_s, capped = _null_rep(null, (trusted or {}).get("timing"))
+    null_rep_s = rep_s * scale
     warm_s = req["warmup_ms"] / 1e3 * scale + (req["warmup_calls"] + 1) * per_call_bound / 1e3
     wall = _per_call(req["judge_s"] - warm_s - fixed_s * scale, null_rep_s * req["reps"], calls)
     # and the spin a CUDA rep starts with (sized from the candidate's own launch path), per rep
     bound = per_call_bound + RATIO * null_rep_s * 1e3 + req.get("lead_ms", 0.0) * req["reps"] / max(calls, 1)
-    says = "agrees" if wall <= bound else ("busy" if load > BUSY_FACTOR else "disagrees")
+    if wall <= bound:
+        says = "agrees"
+    elif load > BUSY_FACTOR or (capped and _waited(null)):
+        says = "busy"   # the host (or the worker's own threads) kept the null request from a core
+    else:
+        says = "disagrees"
     return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
             "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
-            "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}
+            "null_capped": capped, "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}
+
+
+def _null_rep(null: dict, trusted: dict | None) -> tuple[float, float, bool]:
+    """A timing request's fixed cost and a rep's own cost, in seconds, from the null request in
+    the candidate's worker, each held to NULL_CAP x the trusted null request's (plus a slack);
+    and whether either was."""
+    fixed_s = _net(null.get("fixed_s", 0.0), null.get("fixed_main_wait_s"))
+    rep_s = max(_net(null["judge_s"], null.get("main_wait_s")) - fixed_s, 0.0) / max(null["reps"], 1)
+    if not trusted:
+        return fixed_s, rep_s, False
+    t_fixed = _net(trusted.get("fixed_s", 0.0), trusted.get("fixed_main_wait_s"))
+    t_rep = max(_net(trusted["judge_s"], trusted.get("main_wait_s")) - t_fixed, 0.0) / max(trusted["reps"], 1)
+    fixed_s, fixed_capped = _capped(fixed_s, t_fixed, NULL_SLACK_S)
+    rep_s, rep_capped = _capped(rep_s, t_rep, NULL_REP_SLACK_S)
+    return fixed_s, rep_s, fixed_capped or rep_capped
+
+
+def _waited(m: dict) -> bool:
+    """Whether a measurement's threads waited for a core a noticeable part of its time."""
+    return m.get("wait_s") is not None and m["judge_s"] > 0 and m["wait_s"] >= BUSY_WAIT_FRACTION * m["judge_s"]

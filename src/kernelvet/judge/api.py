@@ -18,7 +18,7 @@ from ..draws import Draws
 from ..errors import HarnessError, UsageError
 from ..evidence import Evidence
 from ..formats import kernelbench
-from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES
+from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, CheckId
 from ..problem import Problem, load_problem, reference64
 from ..refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own_sets
 from ..report import Report, Status, Timing, Verdict
@@ -169,7 +169,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
 
         t0 = time.monotonic()
         ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name, size, floor,
-                                 max(timeout, 120.0))
+                                 max(timeout, 120.0), price_nulls=CheckId.TIMERS not in waived)
         phases["reference"] = time.monotonic() - t0
         phases["worker-device-start"] = ref_run["spare_start_s"]   # a spare's: off this vet's clock, unless waited for
         info = ref_run["device_info"]
@@ -193,6 +193,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         ev.library_policy = policy
         ev.forbidden = policies.forbidden_ops(prob.forbidden or ref_run["aten_ops"], policy)
         ev.reference_row_errors = ref_run["row_errors"]
+        ev.null_trusted = ref_run["null_trusted"]
         ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
         try:
             ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden) | _BELOW_DISPATCHER
@@ -236,7 +237,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
                     else "host perf_counter per rep"),
             raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
             flops=flops, bytes_moved=bytes_moved,
-            peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None)
+            peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None,
+            vouched=any(f.check is CheckId.TIMERS and f.status is Status.PASS for f in findings))
     phases["total"] = time.monotonic() - t_start
     return Report(
         verdict=verdict, findings=findings, timing=timing, problem=prob.to_json(),

@@ -24,6 +24,6 @@ def _vouched_times(ev: Evidence) -> list[float]:
     """The reported times are those the judge's clock agreed with (a re-measurement, if the first
     disagreed), so that a candidate cannot report one run and be vouched for by another."""
     for attempt in ev.loop or []:
-        if judge_clock(attempt, ev.device.type)["agrees"]:
+        if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
             return attempt["times_ms"]
     return ev.timing["times_ms"]

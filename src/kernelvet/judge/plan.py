@@ -14,6 +14,7 @@ from ..checks import attribution, caching, streams
 from ..checks.timers import judge_clock, requests_disagree
 from ..evidence import Evidence
 from ..ids import CheckId
+from . import null_prices
 from .bodies import _decode_output, _encode_set, _faults_kept, _load_body, _time_body
 from .policy import _audit_wanted, _early_failure, _policy_needs_trace
 from .settings import LOOP_ATTEMPTS, Settings, _LOOP, _OVERWRITE, _PROBE, _WARMUP
@@ -145,7 +146,7 @@ def _measure_requests_again(w, ev: Evidence, fresh, settings: Settings, max_blob
     does not price (a rep's copies, a collection) once; a recorder that shrinks times does so every
     time. A request that agrees replaces the timing; what any run saw wrong in the outputs is kept."""
     tries = 0
-    while tries < 2 and requests_disagree(ev.clocked_timing, ev.null_timing, ev.device.type):
+    while tries < 2 and requests_disagree(ev.clocked_timing, ev.null_timing, ev.device.type, ev.null_trusted):
         tries += 1
         ev.timing = _faults_kept(_time_again(w, fresh, settings, max_blob, record, ev=ev).body, ev.timing)
 
@@ -214,25 +215,13 @@ def _clocked_time(w, ev: Evidence, record, body: dict, max_blob):
 
 
 def _null_timing(w, ev: Evidence, fresh, settings: Settings, reps: int, max_blob) -> dict:
-    """The cost of a timing request and its reps without the candidate: the same request with
-    the judge's null function in the call's place (min(reps, NULL_TIMING_REPS) reps, no warm-up),
-    by the judge's clocks. A rep's own work (inputs read, paint, flush, events; the copy and the
-    check of an output of the call's shape, which the worker hands the null reps) is what it prices."""
-    r = max(1, min(reps, NULL_TIMING_REPS))
-    body = {**_time_body(fresh, settings, reps=r, warmup=0, budget_ms=1e9, null_reps=0), "warmup_ms": 0.0,
-            "min_reps": r, "null": True}
-    before = sched.sample(w.clock_pid)
-    w.request("integrity")   # a request's fixed cost: the round trip and the worker's integrity report
-    fixed = sched.between(before, sched.sample(w.clock_pid))
-    before = sched.sample(w.clock_pid)
-    w.request("time", body, max_blob_bytes=max_blob)
-    return {**sched.between(before, sched.sample(w.clock_pid)), "reps": r + (_REHEARSALS if ev.device.type == "cuda" else 0),
-            "fixed_s": fixed["judge_s"], "fixed_main_wait_s": fixed["main_wait_s"]}
+    """The same timing request with a null call (null_prices.null_timing), in the candidate's worker."""
+    return null_prices.null_timing(w, fresh, settings, reps, max_blob, ev.device.type == "cuda")
 
 
 LEAD_MAX_MS = 2.0       # the worker's _Reps.LEAD_MAX_S, in ms
-NULL_TIMING_REPS = 64   # reps of the null timing request (a rep's own cost, averaged)
-_REHEARSALS = 6         # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
+NULL_TIMING_REPS = null_prices.NULL_TIMING_REPS
+_REHEARSALS = null_prices.REHEARSALS
 
 
 def _time_again(w, fresh, settings: Settings, max_blob, record, null_reps=None, unseen=(), ev=None):
@@ -298,7 +287,7 @@ def _judge_clock_attempts(w, ev: Evidence, fresh, settings: Settings, max_blob, 
                                          (_LOOP + i, values[_LOOP + i])),
                    "reported_ms": reported, "times_ms": list(times)}
         attempts.append(attempt)
-        if judge_clock(attempt, ev.device.type)["agrees"]:
+        if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
             break
     return attempts
 

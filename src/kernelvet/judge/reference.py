@@ -14,6 +14,7 @@ from .. import devices, metrics, sizes, spawn
 from ..dispatch_modes import defer_dynamo
 from ..errors import HarnessError, UsageError
 from ..problem import Problem
+from . import null_prices
 from .bodies import _decode_output, _encode_set, _time_body
 from .settings import Settings
 
@@ -43,10 +44,12 @@ class _Lazy(dict):
         return value
 
 
-def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
-                   size: "sizes.ProblemSize | None" = None, floor: float = 0.0, timeout: float = 0.0) -> dict:
+def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,  # the vet's state, as it stands
+                   size: "sizes.ProblemSize | None" = None, floor: float = 0.0, timeout: float = 0.0,
+                   price_nulls: bool = True) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing,
-    its ops; and the worker's description of the device, from its `prepared` answer. A problem
+    its ops; the null requests' trusted prices (`price_nulls`: for `timers`); and the worker's
+    description of the device, from its `prepared` answer. A problem
     that cannot fit the device (`size`) is refused before any of it runs there."""
     prepared = _prepared(w, dev, settings.flush_factor)
     if size is not None:
@@ -65,6 +68,9 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         out = _decode_output(w.request("call", {"set": fresh[0], "trace": True}))
         traced = w.request("call", {"set": fresh[1], "trace": True})
         timed = w.request("time", _time_body(fresh, settings, null_reps=0))
+        # what the judge's clocks will subtract, priced before any candidate code runs here
+        prices = null_prices.trusted(w, fresh, settings, w.max_blob_bytes, dev.type == "cuda",
+                                     reps=len(timed.body.get("times_ms") or ())) if price_nulls else None
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
         if isinstance(exc, spawn.WorkerEnded) and "timed out" in str(exc):
             raise _problem_timed_out(name, timeout, exc) from None
@@ -85,7 +91,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
     ops = set(traced.body.get("aten_ops", []))
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
-            "row_errors": rows, **prepared}
+            "row_errors": rows, "null_trusted": prices, **prepared}
 
 
 def _within(deadline: float, timeout: float, name: str, what: str, work):

@@ -164,6 +164,8 @@ def _details(score: float, verdict: str, *, error=None, fault=None, compiled=Fal
 def _from_record(record, shape: RewardShape, t0: float) -> dict:
     failed = ",".join(c for c, _ in record.failed)
     speedup = (record.timing or {}).get("speedup")
+    if (record.timing or {}).get("vouched") is False:
+        speedup = None   # a time the judge's clocks did not bound earns no speed reward
     if record.verdict == "pass":
         score = shape.on_pass(speedup)
     elif record.verdict == "reject" or (record.verdict == "invalid" and record.fault == "candidate"):

@@ -1,0 +1,53 @@
+"""What the judge's clocks subtract, priced before the candidate exists.
+
+`timers` bounds the reported time by the judge's clock: a timing request's duration, and a loop
+of back-to-back calls, less what the same request costs with a null function in the call's
+place (the round trip, a rep's own work). Those null requests run in the candidate's worker,
+which the candidate controls: one that slows them (a sleep in its copy of the handler) makes
+the judge subtract its own work, and a forged time passes. So the same null requests are first
+made while the worker holds only the reference, before any candidate code has run in it (the
+reference is trusted): those prices bound what a null request may cost later (checks/timers.py).
+"""
+
+from __future__ import annotations
+
+from .. import sched
+from .bodies import _time_body
+from .settings import Settings
+
+NULL_TIMING_REPS = 64   # reps of a null timing request (a rep's own cost, averaged)
+REHEARSALS = 6          # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
+LOOP_CALLS = (10, 2000)   # null loops priced at the shortest and the longest loop the judge runs
+
+
+def null_timing(w, fresh, settings: Settings, reps: int, max_blob, cuda: bool) -> dict:
+    """The cost of a timing request and its reps without the candidate: the same request with
+    the judge's null function in the call's place (min(reps, NULL_TIMING_REPS) reps, no warm-up),
+    by the judge's clocks. A rep's own work (inputs read, paint, flush, events; the copy and the
+    check of an output of the call's shape, which the worker hands the null reps) is what it prices."""
+    r = max(1, min(reps, NULL_TIMING_REPS))
+    body = {**_time_body(fresh, settings, reps=r, warmup=0, budget_ms=1e9, null_reps=0), "warmup_ms": 0.0,
+            "min_reps": r, "null": True}
+    before = sched.sample(w.clock_pid)
+    w.request("integrity")   # a request's fixed cost: the round trip and the worker's integrity report
+    fixed = sched.between(before, sched.sample(w.clock_pid))
+    before = sched.sample(w.clock_pid)
+    w.request("time", body, max_blob_bytes=max_blob)
+    return {**sched.between(before, sched.sample(w.clock_pid)), "reps": r + (REHEARSALS if cuda else 0),
+            "fixed_s": fixed["judge_s"], "fixed_main_wait_s": fixed["main_wait_s"]}
+
+
+def null_loop(w, set_id: int, n: int, max_blob) -> dict:
+    """`n` calls of the null function back to back, bracketed by the judge's clocks."""
+    before = sched.sample(w.clock_pid)
+    w.request("loop", {"set": set_id, "n": n, "null": True}, max_blob_bytes=max_blob)
+    return {"n": n, **sched.between(before, sched.sample(w.clock_pid))}
+
+
+def trusted(w, fresh, settings: Settings, max_blob, cuda: bool, reps: int = NULL_TIMING_REPS) -> dict:
+    """The null prices of a worker that holds the reference (its input sets and, from its timing
+    run, outputs of the problem's shape): a null timing request (of the reference's own reps, at
+    most NULL_TIMING_REPS) and the shortest and longest null loops. Run after the reference's
+    timing and before the candidate is loaded."""
+    return {"timing": null_timing(w, fresh, settings, reps, max_blob, cuda),
+            "loops": [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]}
