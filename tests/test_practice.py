@@ -44,9 +44,10 @@ def test_practice_cli_writes_rows_and_ablation(tmp_path, capsys):
     copy = rows["copy_input"]
     assert copy["naive"]["believed"] is True
     assert copy["kernelvet"]["verdict"] == "reject" and copy["kernelvet"]["check"] == ["identity"]
-    assert copy["caught_alone_by"] == ["identity"]
-    assert rows["pointer_cache"]["caught_alone_by"] == ["caching"]
-    assert rows["patched_timers"]["caught_alone_by"] == ["timers"]
+    # what else caught a cheat with its check waived is in the message (a busy host's doing?)
+    assert copy["caught_alone_by"] == ["identity"], copy
+    assert rows["pointer_cache"]["caught_alone_by"] == ["caching"], rows["pointer_cache"]
+    assert rows["patched_timers"]["caught_alone_by"] == ["timers"], rows["patched_timers"]
     assert rows["hidden_stream"]["skipped"].startswith("needs cuda") if "hidden_stream" in rows else True
     assert all(r["kernelvet"]["verdict"] == "pass" for r in data["rows"] if r["kind"] == "honest" and "skipped" not in r)
     assert any("skipped" in r for r in data["rows"])   # CUDA-only controls are listed, never dropped

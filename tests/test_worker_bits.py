@@ -88,7 +88,7 @@ def test_each_drain_rep_is_followed_by_its_twin_without_the_call():
     rec.synced, rec.drains, rec.null_drains = [], [], []
     rec._before_call = lambda s, lead=False: steps.append(f"before {s} lead={lead}") or []
     rec.w._run_candidate = lambda phase, fn, *args: steps.append("call")
-    rec.w.fn = rec.fn = None
+    rec.w.fn = rec.fn = rec.null_like = None
     rec._check_guards = rec._verify = lambda *a: None
     rec.drain_pairs([4, 5], 3)
     rep = lambda s, middle: [f"before {s} lead=False", "record start", middle, "record end"]   # noqa: E731
