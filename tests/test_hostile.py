@@ -227,7 +227,7 @@ TAMPER = {
                      "    if type(w).__name__ == 'Worker':\n        type(w)._do_time = fast(type(w)._do_time)\n        break\n"
                      "    f = f.f_back",
     # Through sys.modules: freeze what the integrity report sees, then patch the harness.
-    "worker-functions": FAST + "kw = sys.modules['kernelvet.worker']\nsaved = kw.global_state()\n"
+    "worker-functions": FAST + "kw = sys.modules['kernelvet.worker.serve']\nsaved = kw.global_state()\n"
                                "kw.global_state = lambda: saved\nkw.Worker._do_time = fast(kw.Worker._do_time)",
     # Rewrite every reply on its way out: shorter times, a clean integrity report.
     "protocol": ("proto = sys.modules['kernelvet.protocol']\nreal = proto.send\n"

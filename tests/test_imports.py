@@ -19,11 +19,13 @@ GROUPS = {
     # the user's side: command line, server, rendering; nothing outside front imports these
     "__main__": "front", "cli": "front", "server": "front", "render": "front",
     # the judge's process: the plan, its worker handles, the next vet's spare, the input draws
+    # (judge/: api, settings, placement, reference, plan, bodies, policy, assembly, versions)
     "judge": "judge", "spawn": "judge", "spares": "judge", "draws": "judge", "sched": "judge",
     # the launcher: the torch-preloaded forker and how it confines what it forks
     "launcher": "launcher", "containment": "launcher", "sandbox": "launcher", "reaper": "launcher",
     "triton_key": "launcher", "namespaces": "launcher", "seccomp": "launcher",
     # the worker's process: serving requests, the libraries a spare warms before any candidate
+    # (worker/: serve, reps, bindings, observe, __main__)
     "worker": "worker", "warm": "worker", "after_return": "worker",
     # the judge/worker messages
     "protocol": "wire", "codec": "wire",
@@ -207,3 +209,31 @@ def test_every_known_crossing_still_exists():
 def test_leaves_import_only_what_they_are_allowed(leaf, allowed):
     bad = {m: sorted(d for d in imports(m) if room(d) not in allowed) for m in MODULES if room(m) == leaf}
     assert {m: d for m, d in bad.items() if d} == {}
+
+
+MAX_LINES, MAX_PARAMS = 80, 6   # a longer function is split into named steps; more parameters say why
+
+
+def _functions():
+    for mod, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield mod, node, lines
+
+
+def _params(node) -> int:
+    a = node.args
+    n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+    return n - bool(a.args and a.args[0].arg in ("self", "cls"))
+
+
+def test_no_function_is_long_or_takes_many_parameters_without_a_reason():
+    long = [f"{m}.{f.name}: {f.end_lineno - f.lineno + 1} lines" for m, f, _ in _functions()
+            if f.end_lineno - f.lineno + 1 > MAX_LINES]
+    # the reason: a comment on the line above the function (or its first decorator), or on its `def` line
+    unexplained = [f"{m}.{f.name}: {_params(f)} parameters" for m, f, lines in _functions()
+                   if _params(f) > MAX_PARAMS and not (
+                       lines[min([f.lineno, *(d.lineno for d in f.decorator_list)]) - 2].lstrip().startswith("#")
+                       or "#" in lines[f.lineno - 1])]
+    assert long == [] and unexplained == []

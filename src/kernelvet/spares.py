@@ -4,7 +4,7 @@ Triton; ~0.55 s on an H200) then falls off the vet's clock.
 Torch-free, so that the CLI can ask for a spare the moment its launcher is ready, while its own
 `import torch` may still be running. A device here is its text as `devices.resolve` gives it
 ("cpu", "cuda:N"). Every worker's first request is `prepare`; its answer (the device's
-description, see worker.py) stays unread until the vet that takes the worker reads it.
+description, see worker/serve.py) stays unread until the vet that takes the worker reads it.
 """
 
 from __future__ import annotations

@@ -151,6 +151,7 @@ def _per_call(total_s, null_s, n) -> float | None:
     return max(total_s - null_s, 0.0) / max(n, 1) * 1e3
 
 
+# the loop's numbers, each weighed by the verdict
 def _says(per_call, bound, cpu_per_call, wait_s, null_wait_s, n, judge_s) -> str:
     """agrees | disagrees | busy (the excess is the time the worker waited for a core)."""
     if per_call <= bound:

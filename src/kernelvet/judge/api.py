@@ -25,13 +25,14 @@ from ..report import Report, Status, Timing, Verdict
 from .assembly import _mark_not_run, _vouched_times
 from .bodies import _load_body
 from .placement import _judged_on
-from .plan import _run_candidate
+from .plan import Plan
 from .policy import _BELOW_DISPATCHER, _library_policy, _parse_allow
 from .reference import _Lazy, _check_inputs_vary, _count_flops, _derived_seed, _min_bytes, _run_reference, _within
 from .settings import LOOP_ATTEMPTS, Settings, UNSEEN_AGAIN, _LOOP, _OVERWRITE, _PROBE, _UNSEEN_AGAIN, _WARMUP
 from .versions import _versions
 
 
+# the API: every choice a vet takes is a keyword, with its default
 def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: int | None = None,
         timeout: float = 300.0, allow=(), settings: Settings | None = None,
         launcher: spawn.Launcher | None = None, audit: str = "auto", prepare_next: bool = True,
@@ -60,18 +61,11 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
             torch.cuda.empty_cache()
 
 
+# vet's keywords, as vet hands them on
 def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | None, timeout: float, allow,
          settings: Settings | None, launcher: spawn.Launcher | None, audit: str, prepare_next: bool,
          reference: ReferenceCache | None = None, library_policy: str | None = None, allow_ops=()) -> Report:
-    settings = settings or Settings()
-    if settings.fresh_sets < 3:
-        raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
-    if settings.reps_per_sync < 1:
-        raise UsageError("reps_per_sync must be at least 1")
-    if settings.reused_output not in REUSED_OUTPUT_MODES:
-        raise UsageError(f"reused_output {settings.reused_output!r}: expected one of {', '.join(REUSED_OUTPUT_MODES)}")
-    if audit not in AUDIT_MODES:
-        raise UsageError(f"--audit {audit!r}: expected one of {', '.join(AUDIT_MODES)}")
+    settings = _checked_settings(settings, audit)
     t_start = time.monotonic()
     phases: dict[str, float] = {}
     if reference is not None:   # the problem and its secret seed are the shared reference's
@@ -90,34 +84,126 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         raise UsageError("--timeout must be positive")
 
     secret = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
-    rng = random.Random(secret)
-    weight_seed = rng.getrandbits(63)
-    fresh = list(range(1, 1 + settings.fresh_sets))
-    unseen = list(range(100, 100 + settings.unseen_sets))
-    keys = [_WARMUP, *fresh, _OVERWRITE, _PROBE, *unseen]
-    key_seeds = {k: rng.getrandbits(63) for k in keys}
-    # Unseen inputs for re-measuring pairs that said "remembers" (drawn only if one is needed)
-    again = [[_UNSEEN_AGAIN + a * len(unseen) + j for j in range(len(unseen))] for a in range(UNSEEN_AGAIN)]
-    key_seeds.update({k: rng.getrandbits(63) for ks in again for k in ks})
-    loop_keys = [_LOOP + i for i in range(LOOP_ATTEMPTS)]   # the judge-clocked loops' never-seen sets
-    key_seeds.update({k: rng.getrandbits(63) for k in loop_keys})
-    own_keys = own_sets(reference, key_seeds, unseen, [*again, loop_keys], source_sha256)   # () without a shared reference
+    keys = _Keys.draw(secret, settings)
+    # the never-seen sets this vet draws itself: () without a shared reference
+    own_keys = own_sets(reference, keys.seeds, keys.unseen, [*keys.again, keys.loop], source_sha256)
 
     init = prob.init_inputs()
     launcher = launcher or spawn.shared_launcher()
-
-    # One worker runs the reference first, then the candidate: one process start-up, the same
-    # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below;
-    # its first answer says what the device is (the judge itself may never touch it).
-    w = spares.take(launcher, str(dev), settings.flush_factor, time.monotonic() + max(timeout, 120.0))
-    values = None
-    shared = reference.get(dev) if reference is not None else None   # made by an earlier vet of this problem
+    v = _Vet(candidate, prob, dev, settings, timeout, keys, reference, launcher, t_start, phases, init, own_keys)
+    v.take_worker()
     try:
+        v.problem_side()
+        v.reference_run(price_nulls=CheckId.TIMERS not in waived)
+        v.gather_evidence(source, policy, waived)
+        v.run_candidate(entry, waived, audit)
+    finally:
+        v.finish(prepare_next)
+    return v.report(source_sha256, waived, policy)
+
+
+def _checked_settings(settings: Settings | None, audit: str) -> Settings:
+    settings = settings or Settings()
+    if settings.fresh_sets < 3:
+        raise UsageError("at least three independent random inputs are required (fresh_sets >= 3)")
+    if settings.reps_per_sync < 1:
+        raise UsageError("reps_per_sync must be at least 1")
+    if settings.reused_output not in REUSED_OUTPUT_MODES:
+        raise UsageError(f"reused_output {settings.reused_output!r}: expected one of {', '.join(REUSED_OUTPUT_MODES)}")
+    if audit not in AUDIT_MODES:
+        raise UsageError(f"--audit {audit!r}: expected one of {', '.join(AUDIT_MODES)}")
+    return settings
+
+
+@dataclasses.dataclass(frozen=True)
+class _Keys:
+    """The vet's secrets: every seed drawn from the secret, in one order (`draw`)."""
+
+    secret: int
+    rng: random.Random     # drawn on after the keys: the poison
+    weight_seed: int
+    fresh: list
+    unseen: list
+    all: list              # the sets every vet may draw: warm-up, fresh, overwrite, probe, unseen
+    seeds: dict            # set key -> its seed
+    again: list            # unseen sets for re-measuring pairs that said "remembers"
+    loop: list             # the judge-clocked loops' never-seen sets
+
+    @classmethod
+    def draw(cls, secret: int, settings: Settings) -> _Keys:
+        rng = random.Random(secret)
+        weight_seed = rng.getrandbits(63)
+        fresh = list(range(1, 1 + settings.fresh_sets))
+        unseen = list(range(100, 100 + settings.unseen_sets))
+        keys = [_WARMUP, *fresh, _OVERWRITE, _PROBE, *unseen]
+        key_seeds = {k: rng.getrandbits(63) for k in keys}
+        # Unseen inputs for re-measuring pairs that said "remembers" (drawn only if one is needed)
+        again = [[_UNSEEN_AGAIN + a * len(unseen) + j for j in range(len(unseen))] for a in range(UNSEEN_AGAIN)]
+        key_seeds.update({k: rng.getrandbits(63) for ks in again for k in ks})
+        loop_keys = [_LOOP + i for i in range(LOOP_ATTEMPTS)]   # the judge-clocked loops' never-seen sets
+        key_seeds.update({k: rng.getrandbits(63) for k in loop_keys})
+        return cls(secret, rng, weight_seed, fresh, unseen, keys, key_seeds, again, loop_keys)
+
+
+@dataclasses.dataclass(eq=False)
+class _Vet:
+    """One vet's state between its steps, which `_vet` runs in order."""
+
+    candidate: str
+    prob: Problem
+    dev: torch.device
+    settings: Settings
+    timeout: float
+    keys: _Keys
+    reference: ReferenceCache | None
+    launcher: spawn.Launcher
+    t_start: float
+    phases: dict
+    init: list
+    own_keys: object
+    w: object = None
+    values: object = None
+    shared: SharedReference | None = None
+    model: object = None
+    state: object = None
+    flops: float | None = None
+    judged_on: torch.device | None = None
+    refs64: object = None
+    bytes_moved: float = 0.0
+    size: object = None
+    floor: float = 0.0
+    ref_run: dict = dataclasses.field(default_factory=dict)
+    pk: object = None             # the device's peaks, if known
+    poison: dict = dataclasses.field(default_factory=dict)
+    ev: Evidence | None = None
+    output: str = ""
+    findings: tuple = ()
+    containment: dict = dataclasses.field(default_factory=dict)
+    requests: object = None
+
+    def take_worker(self) -> None:
+        # One worker runs the reference first, then the candidate: one process start-up, the same
+        # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below;
+        # its first answer says what the device is (the judge itself may never touch it).
+        self.w = spares.take(self.launcher, str(self.dev), self.settings.flush_factor,
+                             time.monotonic() + max(self.timeout, 120.0))
+        self.values = None
+        reference = self.reference
+        # made by an earlier vet of this problem, if any
+        self.shared = reference.get(self.dev) if reference is not None else None
+
+    def problem_side(self) -> None:
+        """The reference model and its fresh weights, loaded into the worker; the input sets and
+        their float64 references (shared with the problem's other vets, where a reference is); the
+        limits every reply must keep."""
+        prob, dev, settings, keys, shared, reference = \
+            self.prob, self.dev, self.settings, self.keys, self.shared, self.reference
+        w, init, weight_seed, fresh, key_seeds = self.w, self.init, keys.weight_seed, keys.fresh, keys.seeds
         model = prob.build_model(init, weight_seed) if shared is None else shared.model
         # Weights are secret inputs: fresh values from the secret seed, the same for the reference
         # in the worker, the judge's float64 references and the candidate (weights.py); a shared
         # reference's were drawn once, by its first vet, under the same seed.
-        state = weights.redraw(model, _derived_seed(secret, "weights")) if shared is None else shared.weights
+        state = weights.redraw(model, _derived_seed(keys.secret, "weights")) if shared is None else shared.weights
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
         body, blobs = _load_body({"kind": "reference", "spec": w.readable_spec(prob.spec)}, dev, weight_seed, init,
                                  {"word": 0, "width": 1, "malloc_byte": 0}, False,
@@ -128,17 +214,27 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         # matter): a candidate rejected by the checked calls never costs the later sets.
         draw = (lambda k: prob.draw_inputs(key_seeds[k])) if reference is None else \
             (lambda k: locked_draw(prob, key_seeds[k]))
-        values = Draws(draw, [k for k in keys if k not in own_keys]) if shared is None else shared.values
+        values = self.values = Draws(draw, [k for k in keys.all if k not in self.own_keys]) if shared is None \
+            else shared.values
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
         flops = prob.flops if prob.flops is not None else (_within(
-            t_start + timeout, timeout, prob.path or prob.name, "counting its FLOPs (one float64 call)",
+            self.t_start + self.timeout, self.timeout, prob.path or prob.name, "counting its FLOPs (one float64 call)",
             lambda: _count_flops(model, values[fresh[0]])) if shared is None else shared.flops)
         # Where the checks compare (`_judged_on`): the host for small problems in a judge without
         # CUDA, else the device, where the arithmetic over large outputs costs milliseconds.
         judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP]) if shared is None \
             else (shared.judged_on, None)
+        self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
+        self._references(draw, first_ref)
 
-        def reference_of(k):
+    def _references(self, draw, first_ref) -> None:
+        """The float64 references (made now, while the worker starts; within --timeout, as
+        everything the judge does for a vet), the bytes one call moves, the size of the problem."""
+        prob, model, judged_on, fresh, shared, reference = \
+            self.prob, self.model, self.judged_on, self.keys.fresh, self.shared, self.reference
+        values = self.values   # the sets reference_of reads: this vet's own too, once they are added
+
+        def reference_of(k):   # a shared reference keeps it: it refers to no more of this vet than that
             try:
                 return reference64(model, values[k], judged_on)
             except (UsageError, HarnessError):
@@ -150,103 +246,128 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         if first_ref is not None:
             refs64[_WARMUP] = first_ref
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
-            shared = SharedReference(model, values, flops, judged_on, refs64, state)
-            reference.put(dev, shared)
+            shared = self.shared = SharedReference(model, self.values, self.flops, judged_on, refs64, self.state)
+            reference.put(self.dev, shared)
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
-            values = PerVet(shared.values, Draws(draw, own_keys), own_keys)
-            refs64 = PerVet(shared.refs64, _Lazy(reference_of), own_keys)
+            values = self.values = PerVet(shared.values, Draws(draw, self.own_keys), self.own_keys)
+            refs64 = PerVet(shared.refs64, _Lazy(reference_of), self.own_keys)
         # now, while the worker starts; within --timeout, as everything the judge does for a vet
-        _within(t_start + timeout, timeout, prob.path or prob.name, "its float64 references",
+        _within(self.t_start + self.timeout, self.timeout, prob.path or prob.name, "its float64 references",
                 lambda: [refs64[k] for k in (_WARMUP, *fresh)])
-        bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
-                                                                                       refs64[fresh[0]])
-        phases["problem"] = time.monotonic() - t_start
+        self.bytes_moved = prob.bytes_moved if prob.bytes_moved is not None else _min_bytes(values[fresh[0]],
+                                                                                            refs64[fresh[0]])
+        self.phases["problem"] = time.monotonic() - self.t_start
         # The limits of every reply follow from the problem: outputs per message at most the
         # timing run's first outputs (one per set it timed) and one more.
-        size = sizes.measure(values[fresh[0]], refs64[fresh[0]], model)
-        floor = metrics.error_floor(values[fresh[0]], refs64[fresh[0]])
-        w.max_blob_bytes = size.message_limit(len(fresh) + len(unseen) + 1)
+        self.size = sizes.measure(values[fresh[0]], refs64[fresh[0]], model)
+        self.floor = metrics.error_floor(values[fresh[0]], refs64[fresh[0]])
+        self.w.max_blob_bytes = self.size.message_limit(len(fresh) + len(self.keys.unseen) + 1)
+        self.refs64 = refs64
 
+    def reference_run(self, price_nulls: bool = True) -> None:
         t0 = time.monotonic()
-        ref_run = _run_reference(w, dev, values, fresh, refs64, settings, prob.path or prob.name, size, floor,
-                                 max(timeout, 120.0), price_nulls=CheckId.TIMERS not in waived)
-        phases["reference"] = time.monotonic() - t0
-        phases["worker-device-start"] = ref_run["spare_start_s"]   # a spare's: off this vet's clock, unless waited for
+        prob = self.prob
+        self.ref_run = _run_reference(self.w, self.dev, self.values, self.keys.fresh, self.refs64, self.settings,
+                                      prob.path or prob.name, self.size, self.floor, max(self.timeout, 120.0),
+                                      price_nulls=price_nulls)
+        self.phases["reference"] = time.monotonic() - t0
+        # a spare's: off this vet's clock, unless waited for
+        self.phases["worker-device-start"] = self.ref_run["spare_start_s"]
+
+    def gather_evidence(self, source: str, policy, waived) -> None:
+        """The evidence the candidate's plan starts from: the device, the references, the poison,
+        the forbidden ops and what the source scan found."""
+        ref_run, refs64, fresh, dev, judged_on, values = \
+            self.ref_run, self.refs64, self.keys.fresh, self.dev, self.judged_on, self.values
         info = ref_run["device_info"]
-        pk = devices.peaks(info)
+        pk = self.pk = devices.peaks(info)
         out_dtype = ref_run["dtype"]
-
-        poison_rand = rng.getrandbits(64)
-        malloc_byte = rng.choice([0x80, 0x01, 0x81, 0x02])
-        width = torch.tensor([], dtype=out_dtype).element_size()
-        nan_word = metrics.nan_poison_word(out_dtype, poison_rand)
-        poison = {"word": nan_word, "width": width, "malloc_byte": malloc_byte}
-        poison_words = (nan_word, metrics.repeated_byte_word(~malloc_byte & 0xFF, width))
-
-        ev = Evidence(
+        self.poison, poison_words = _poison(self.keys.rng, out_dtype)
+        ev = self.ev = Evidence(
             device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
-            flops=flops, bytes_moved=bytes_moved, refs64=refs64, judged_on=judged_on,
+            flops=self.flops, bytes_moved=self.bytes_moved, refs64=refs64, judged_on=judged_on,
             inputs=_Lazy(lambda k: [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in values[k]]),
             reference_error=ref_run["error"], poison_words=poison_words,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
         ev.library_policy = policy
-        ev.forbidden = policies.forbidden_ops(prob.forbidden or ref_run["aten_ops"], policy)
+        ev.forbidden = policies.forbidden_ops(self.prob.forbidden or ref_run["aten_ops"], policy)
         ev.reference_row_errors = ref_run["row_errors"]
         ev.null_trusted = ref_run["null_trusted"]
         ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
         try:
             ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden) | _BELOW_DISPATCHER
-                                         if ev.forbidden else frozenset(), filename=candidate)
+                                         if ev.forbidden else frozenset(), filename=self.candidate)
         except SyntaxError:
             ev.source_hits = []
         ev.kernels_defined = defined_kernels(source)
-        ev.output_arg = prob.output_arg
-        ev.extra["problem_size"] = dataclasses.asdict(size)
-        ev.extra["message_limit"] = w.max_blob_bytes
-        ev.extra["error_floor"] = floor
-        ev.extra["reference_weights"] = [[name, list(t.shape), is_param] for name, t, is_param in state]
-        ev.extra["weights_state"] = state
-        ev.extra["reused_output"] = settings.reused_output
+        ev.output_arg = self.prob.output_arg
+        ev.extra["problem_size"] = dataclasses.asdict(self.size)
+        ev.extra["message_limit"] = self.w.max_blob_bytes
+        ev.extra["error_floor"] = self.floor
+        ev.extra["reference_weights"] = [[name, list(t.shape), is_param] for name, t, is_param in self.state]
+        ev.extra["weights_state"] = self.state
+        ev.extra["reused_output"] = self.settings.reused_output
 
+    def run_candidate(self, entry, waived, audit: str) -> None:
+        keys, ev = self.keys, self.ev
         t0 = time.monotonic()
-        w.deadline = time.monotonic() + timeout
-        output = _run_candidate(ev, w, candidate, entry, init, weight_seed, values, fresh, unseen, settings,
-                                poison, waived, audit, phases=phases, again=again)
-        phases["candidate"] = time.monotonic() - t0
+        self.w.deadline = time.monotonic() + self.timeout
+        plan = Plan.of(ev, self.w, self.values, keys.fresh, self.settings, unseen=keys.unseen, again=keys.again,
+                       waived=waived, audit_mode=audit, phases=self.phases)
+        self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
+        self.phases["candidate"] = time.monotonic() - t0
         # Before the worker ends and the next one starts: judged on the host, the checks' last
         # arithmetic ran ~0.4 s slower beside a spare's start-up on the H200 (CPU threads contended).
         t0 = time.monotonic()
-        findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
-        phases["findings"] = time.monotonic() - t0
-    finally:
+        self.findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
+        self.phases["findings"] = time.monotonic() - t0
+
+    def finish(self, prepare_next: bool) -> None:
         t0 = time.monotonic()
+        values, shared, w = self.values, self.shared, self.w
         if values is not None and (shared is None or values is not shared.values):
             values.close()   # a shared reference's draws are its cache's to close
-        containment = dict(getattr(w, "containment", {}) or {})
-        requests = w.requests_s()
-        spares.after_vet(launcher, w, str(dev), settings.flush_factor, prepare_next)
-        phases["finish"] = time.monotonic() - t0
+        self.containment = dict(getattr(w, "containment", {}) or {})
+        self.requests = w.requests_s()
+        spares.after_vet(self.launcher, w, str(self.dev), self.settings.flush_factor, prepare_next)
+        self.phases["finish"] = time.monotonic() - t0
 
-    failed = [f for f in findings if f.status is Status.FAIL]
-    verdict = Verdict.REJECT if failed else Verdict.PASS
-    timing = None
-    if ev.timing and ev.timing.get("times_ms"):
-        timing = Timing(
-            method=("cuda-events-per-rep, queued as do_bench's, L2 flushed" if dev.type == "cuda"
-                    else "host perf_counter per rep"),
-            raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
-            flops=flops, bytes_moved=bytes_moved,
-            peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None,
-            vouched=any(f.check is CheckId.TIMERS and f.status is Status.PASS for f in findings))
-    phases["total"] = time.monotonic() - t_start
-    return Report(
-        verdict=verdict, findings=findings, timing=timing, problem=prob.to_json(),
-        candidate=os.path.abspath(candidate), candidate_sha256=source_sha256,
-        device={**info, "judged_on": str(judged_on)}, seed=secret, versions=_versions(),
-        waived=tuple(sorted(waived, key=str)),
-        candidate_output=output, phases_s=phases, requests_s=requests, containment=containment,
-        library_policy=policy.to_json())
+    def report(self, source_sha256: str, waived, policy) -> Report:
+        ev, dev, ref_run, flops, bytes_moved, phases = \
+            self.ev, self.dev, self.ref_run, self.flops, self.bytes_moved, self.phases
+        findings = self.findings
+        info, out_dtype, pk = ref_run["device_info"], ref_run["dtype"], self.pk
+        failed = [f for f in findings if f.status is Status.FAIL]
+        verdict = Verdict.REJECT if failed else Verdict.PASS
+        timing = None
+        if ev.timing and ev.timing.get("times_ms"):
+            timing = Timing(
+                method=("cuda-events-per-rep, queued as do_bench's, L2 flushed" if dev.type == "cuda"
+                        else "host perf_counter per rep"),
+                raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
+                flops=flops, bytes_moved=bytes_moved,
+                peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None,
+                vouched=any(f.check is CheckId.TIMERS and f.status is Status.PASS for f in findings))
+        phases["total"] = time.monotonic() - self.t_start
+        return Report(
+            verdict=verdict, findings=findings, timing=timing, problem=self.prob.to_json(),
+            candidate=os.path.abspath(self.candidate), candidate_sha256=source_sha256,
+            device={**info, "judged_on": str(self.judged_on)}, seed=self.keys.secret, versions=_versions(),
+            waived=tuple(sorted(waived, key=str)),
+            candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
+            library_policy=policy.to_json())
+
+
+def _poison(rng: random.Random, out_dtype) -> tuple[dict, tuple]:
+    """The candidate's poison (what freed and unwritten memory holds), drawn from the secret."""
+    poison_rand = rng.getrandbits(64)
+    malloc_byte = rng.choice([0x80, 0x01, 0x81, 0x02])
+    width = torch.tensor([], dtype=out_dtype).element_size()
+    nan_word = metrics.nan_poison_word(out_dtype, poison_rand)
+    poison = {"word": nan_word, "width": width, "malloc_byte": malloc_byte}
+    poison_words = (nan_word, metrics.repeated_byte_word(~malloc_byte & 0xFF, width))
+    return poison, poison_words
 
 
 def prepare(launcher: spawn.Launcher, device: str = "auto", settings: Settings | None = None) -> None:

@@ -23,6 +23,7 @@ def _decode_output(msg) -> torch.Tensor | None:
     return codec.from_blob(msg.tensors[0]) if msg.tensors else None
 
 
+# one parameter per field of the load request's body
 def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, output_arg=None,
                state=()):
     layout, blobs = _encode_set(init)
@@ -35,6 +36,7 @@ def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, ou
     return body, blobs
 
 
+# the timing request's fields, each the settings' unless given
 def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None, null_reps=None,
                unseen=()) -> dict:
     return {"sets": sets, "unseen": list(unseen),

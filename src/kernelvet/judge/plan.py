@@ -1,8 +1,10 @@
 """The candidate's plan: the requests one worker is driven through, in order, and the evidence
-each adds (the package's docstring lists them)."""
+each adds (the package's docstring lists them). `Plan` holds what every stage needs (the
+worker, the evidence, the sets, the settings and the message limit), one method per stage."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -20,231 +22,369 @@ from .policy import _audit_wanted, _early_failure, _policy_needs_trace
 from .settings import LOOP_ATTEMPTS, Settings, _LOOP, _OVERWRITE, _PROBE, _WARMUP
 
 
-def _run_candidate(ev: Evidence, w, candidate, entry, init, weight_seed, values, fresh, unseen,
-                   settings: Settings, poison, waived, audit, phases, again) -> str:
-    on = ev.enabled
-    out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
-    max_blob = ev.extra.get("message_limit") or max(1 << 20, 64 * out_nbytes)
-    set_values = {k: k for k in [_WARMUP, *fresh, _PROBE, *unseen, *(_LOOP + i for i in range(LOOP_ATTEMPTS))]}
-    probe = ev.device.type == "cuda" and CheckId.STREAMS in on
-    placed = set()   # sets the worker holds: a set is sent inside the first request that uses it
+@dataclasses.dataclass(eq=False)
+class Plan:
+    """One candidate's plan on one worker. It refers to the evidence, never the reverse, so that
+    the evidence (and the device memory it holds) is freed without the cycle collector."""
 
-    def record(phase, set_id, msg):
-        ev.integrity.append((phase, msg.body.get("integrity", {})))
+    w: object                     # the worker's handle (spawn.Worker)
+    ev: Evidence
+    fresh: list
+    settings: Settings
+    max_blob: int                 # the largest tensor a reply may carry
+    values: object = None         # the input sets, by key (made on first use)
+    unseen: list = dataclasses.field(default_factory=list)
+    again: list = dataclasses.field(default_factory=list)   # unseen sets for the re-measurements
+    waived: frozenset = frozenset()
+    audit_mode: str = "auto"
+    phases: dict = dataclasses.field(default_factory=dict)
+    out_nbytes: int = 0
+    set_values: dict = dataclasses.field(default_factory=dict)   # set -> key of the values it holds now
+    placed: set = dataclasses.field(default_factory=set)   # sets the worker holds: a set is sent
+                                                            # inside the first request that uses it
+
+    def __post_init__(self):
+        self.set_values = {k: k for k in [_WARMUP, *self.fresh, _PROBE, *self.unseen,
+                                          *(_LOOP + i for i in range(LOOP_ATTEMPTS))]}
+
+    @classmethod
+    def of(cls, ev: Evidence, w, values, fresh, settings: Settings, **stages) -> Plan:
+        """The plan for `ev`'s candidate; `stages`: unseen, again, waived, audit_mode, phases."""
+        out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
+        max_blob = ev.extra.get("message_limit") or max(1 << 20, 64 * out_nbytes)
+        return cls(w, ev, fresh, settings, max_blob, values=values, out_nbytes=out_nbytes, **stages)
+
+    # -- what every stage does -----------------------------------------------------------
+    def record(self, phase, set_id, msg):
+        self.ev.integrity.append((phase, msg.body.get("integrity", {})))
         return msg
 
-    def call(phase, set_id, **flags):
+    def call(self, phase, set_id, **flags):
         blobs = ()
-        if set_id not in placed:
-            flags["layout"], blobs = _encode_set(values[set_id])
-            placed.add(set_id)
-        msg = record(phase, set_id, w.request("call", {"set": set_id, **flags}, blobs, max_blob_bytes=max_blob))
-        ev.add_call(phase, set_id, set_values[set_id], msg.body, _decode_output(msg))
+        if set_id not in self.placed:
+            flags["layout"], blobs = _encode_set(self.values[set_id])
+            self.placed.add(set_id)
+        msg = self.record(phase, set_id, self.w.request("call", {"set": set_id, **flags}, blobs,
+                                                        max_blob_bytes=self.max_blob))
+        self.ev.add_call(phase, set_id, self.set_values[set_id], msg.body, _decode_output(msg))
 
-    def upload(*keys):
+    def upload(self, *keys):
         for k in keys:
-            layout, blobs = _encode_set(values[k])
-            w.request("inputs", {"set": k, "layout": layout}, blobs)
-            placed.add(k)
+            layout, blobs = _encode_set(self.values[k])
+            self.w.request("inputs", {"set": k, "layout": layout}, blobs)
+            self.placed.add(k)
 
-    def timed_outputs(msg, unseen_keys):
+    def timed_outputs(self, msg, unseen_keys):
         """A timing run's first output on each set, to the evidence (a check verifies each)."""
         for s, blob in zip(msg.body.get("first_sets", []), msg.tensors):
-            ev.add_call("unseen" if int(s) in unseen_keys else "timed", int(s), set_values.get(int(s), int(s)), {},
-                        codec.from_blob(blob))
+            self.ev.add_call("unseen" if int(s) in unseen_keys else "timed", int(s),
+                             self.set_values.get(int(s), int(s)), {}, codec.from_blob(blob))
 
-    def stop_if_failed(after: str) -> bool:
-        failed = _early_failure(ev, waived) if settings.early_exit else None
+    def stop_if_failed(self, after: str) -> bool:
+        failed = _early_failure(self.ev, self.waived) if self.settings.early_exit else None
         if failed:
-            ev.extra["stopped_after"] = failed
-            ev.extra["stopped_at"] = after
+            self.ev.extra["stopped_after"] = failed
+            self.ev.extra["stopped_at"] = after
         return bool(failed)
 
-    try:
-        if stop_if_failed("the source scan"):
-            return w.output()
+    # -- the stages, in order ------------------------------------------------------------
+    def run(self, candidate, entry, init, weight_seed, poison) -> str:
+        """Every stage, stopping early where a check already fails; the worker's output."""
+        ev, w = self.ev, self.w
+        try:
+            if self.stop_if_failed("the source scan"):
+                return w.output()
+            self.load(candidate, entry, init, weight_seed, poison)
+            if not self.checked_calls():
+                return w.output()
+            self.timing()
+            if CheckId.TIMERS in ev.enabled and ev.timing.get("times_ms"):
+                t0 = time.monotonic()
+                ev.loop = self.judge_clock_attempts()
+                ev.reached.add("loop")
+                self.phases["judge-clock"] = time.monotonic() - t0
+            if ev.audit is None and _audit_wanted(ev, self.audit_mode, self.waived):
+                self.audit()
+            self.record("end", None, w.request("integrity"))
+            ev.reached.add("end")
+        except spawn.CandidateRaised as exc:
+            ev.candidate_error = {"phase": exc.phase, "error": exc.error, "traceback": exc.tb}
+        except spawn.WorkerEnded as exc:
+            ev.worker_end = exc.reason
+        return w.output()
+
+    def load(self, candidate, entry, init, weight_seed, poison) -> None:
+        ev, w = self.ev, self.w
         t0 = time.monotonic()
         body, blobs = _load_body({"kind": "candidate", "path": w.readable(os.path.abspath(candidate)), "entry": entry},
-                                 ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in on, settings,
-                                 out_nbytes, ev.output_arg, ev.extra.pop("weights_state", ()))
-        loaded = record("import", None, w.request("load", body, blobs))
+                                 ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in ev.enabled,
+                                 self.settings, self.out_nbytes, ev.output_arg, ev.extra.pop("weights_state", ()))
+        loaded = self.record("import", None, w.request("load", body, blobs))
         ev.extra["candidate_weights"] = loaded.body.get("parameters")
-        phases["import"] = time.monotonic() - t0
+        self.phases["import"] = time.monotonic() - t0
         ev.reached.add("load")
 
+    def checked_calls(self) -> bool:
+        """The warm-up, the fresh sets, determinism, caching's overwrite, the audit the library
+        policy decides on, the ordering probe; False where the plan stops here."""
+        ev, w, on, phases, fresh = self.ev, self.w, self.ev.enabled, self.phases, self.fresh
         t0 = time.monotonic()
-        call("warmup", _WARMUP, trace=CheckId.LIBRARY_CALL in on)
+        self.call("warmup", _WARMUP, trace=CheckId.LIBRARY_CALL in on)
         phases["first-call"] = time.monotonic() - t0   # compilation or a compile-cache load, mostly
         ev.reached.add("warmup")
-        if stop_if_failed("the warm-up call"):
-            return w.output()
+        if self.stop_if_failed("the warm-up call"):
+            return False
         a = fresh[0]
-        call("fresh", a, deep_paint=True)
+        self.call("fresh", a, deep_paint=True)
         if CheckId.DETERMINISM in on:
             w.request("release", {"empty_cache": True})
-            call("determinism", a, deep_paint=True)
+            self.call("determinism", a, deep_paint=True)
         for k in fresh[1:]:
-            call("fresh", k, deep_paint=True)
+            self.call("fresh", k, deep_paint=True)
         ev.reached.add("fresh")
         if CheckId.CACHING in on:
-            layout, blobs = _encode_set(values[_OVERWRITE])
+            layout, blobs = _encode_set(self.values[_OVERWRITE])
             msg = w.request("overwrite", {"set": a}, blobs)
             ev.overwrite_same_pointers = bool(msg.body.get("same_pointers"))
-            set_values[a] = _OVERWRITE
-            call("overwrite", a, deep_paint=True)
+            self.set_values[a] = _OVERWRITE
+            self.call("overwrite", a, deep_paint=True)
             ev.reached.add("overwrite")
-        if stop_if_failed("the checked calls"):
+        if self.stop_if_failed("the checked calls"):
             phases["checks"] = time.monotonic() - t0
-            return w.output()
+            return False
         if _policy_needs_trace(ev):   # before timing: a library call in disguise costs no timing
-            _audit(w, ev, fresh, max_blob, record, phases)
-            if stop_if_failed("the kernel audit"):
+            self.audit()
+            if self.stop_if_failed("the kernel audit"):
                 phases["checks"] = time.monotonic() - t0
-                return w.output()
-        if probe:
+                return False
+        if ev.device.type == "cuda" and CheckId.STREAMS in on:
             t1 = time.monotonic()
-            upload(_PROBE)
-            ev.probe = _ordering_probe(w, ev, _PROBE, max_blob, record)
+            self.upload(_PROBE)
+            ev.probe = self.ordering_probe(_PROBE)
             phases["probe"] = time.monotonic() - t1
         phases["checks"] = time.monotonic() - t0
+        return True
 
+    def timing(self) -> None:
+        """The timing run, the null request that prices it, the unseen pairs, each measured again
+        where a clock disagreed."""
+        ev, on = self.ev, self.ev.enabled
         t0 = time.monotonic()
-        timed_unseen = unseen if CheckId.CACHING in on else []
-        msg = _clocked_time(w, ev, record, _time_body(fresh, settings), max_blob)
+        timed_unseen = self.unseen if CheckId.CACHING in on else []
+        msg = self.clocked_time(_time_body(self.fresh, self.settings))
         ev.timing = msg.body
-        timed_outputs(msg, ())
+        self.timed_outputs(msg, ())
         if CheckId.TIMERS in on and ev.timing.get("times_ms"):
-            ev.null_timing = _null_timing(w, ev, fresh, settings, len(ev.timing["times_ms"]), max_blob)
-            _measure_requests_again(w, ev, fresh, settings, max_blob, record)
+            ev.null_timing = self.null_timing(len(ev.timing["times_ms"]))
+            self.measure_requests_again()
         if timed_unseen:
-            ev.unseen_pairs = _unseen_pairs(w, ev, fresh, timed_unseen, values, max_blob, record, timed_outputs)
-            _measure_unseen_again(w, ev, fresh, values, max_blob, record, again, timed_outputs)
+            ev.unseen_pairs = self.unseen_pairs(timed_unseen)
+            self.measure_unseen_again()
         if CheckId.STREAMS in on:   # on the timing that stands
-            _measure_drain_again(w, ev, fresh, settings, max_blob, record)
+            self.measure_drain_again()
         ev.reached.add("timing")
-        phases["timing"] = time.monotonic() - t0
+        self.phases["timing"] = time.monotonic() - t0
 
-        if CheckId.TIMERS in on and ev.timing.get("times_ms"):
-            t0 = time.monotonic()
-            ev.loop = _judge_clock_attempts(w, ev, fresh, settings, max_blob, record, values)
-            ev.reached.add("loop")
-            phases["judge-clock"] = time.monotonic() - t0
-        if ev.audit is None and _audit_wanted(ev, audit, waived):
-            _audit(w, ev, fresh, max_blob, record, phases)
-        record("end", None, w.request("integrity"))
-        ev.reached.add("end")
-    except spawn.CandidateRaised as exc:
-        ev.candidate_error = {"phase": exc.phase, "error": exc.error, "traceback": exc.tb}
-    except spawn.WorkerEnded as exc:
-        ev.worker_end = exc.reason
-    return w.output()
+    def measure_requests_again(self) -> None:
+        """A timing request whose duration its reported times do not account for is timed again, up to
+        twice, before it counts: a busy host stretches the work of one request that the null request
+        does not price (a rep's copies, a collection) once; a recorder that shrinks times does so every
+        time. A request that agrees replaces the timing; what any run saw wrong in the outputs is kept."""
+        ev = self.ev
+        tries = 0
+        while tries < 2 and requests_disagree(ev.clocked_timing, ev.null_timing, ev.device.type, ev.null_trusted):
+            tries += 1
+            ev.timing = _faults_kept(self.time_again().body, ev.timing)
 
+    def measure_drain_again(self) -> None:
+        """A drain that says "hidden work" is measured again, up to twice, before it counts: another
+        process busy on the device for a moment looks like hidden work once, hidden work does every
+        time. A re-measurement that finds none replaces the timing, its reported times included, so
+        that a candidate hiding work only sometimes is not timed with it; what any run saw wrong in
+        the outputs is kept."""
+        ev = self.ev
+        attempts = []
+        while streams.drain_says_hidden(ev.timing) and len(attempts) < 2:
+            attempts.append({k: ev.timing.get(k) for k in ("drain_ms", "null_drain_ms", "synced_ms")})
+            ev.timing = _faults_kept(self.time_again().body, ev.timing)
+        if attempts:
+            ev.extra["drain_attempts"] = attempts
 
-def _measure_requests_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record) -> None:
-    """A timing request whose duration its reported times do not account for is timed again, up to
-    twice, before it counts: a busy host stretches the work of one request that the null request
-    does not price (a rep's copies, a collection) once; a recorder that shrinks times does so every
-    time. A request that agrees replaces the timing; what any run saw wrong in the outputs is kept."""
-    tries = 0
-    while tries < 2 and requests_disagree(ev.clocked_timing, ev.null_timing, ev.device.type, ev.null_trusted):
-        tries += 1
-        ev.timing = _faults_kept(_time_again(w, fresh, settings, max_blob, record, ev=ev).body, ev.timing)
+    def measure_unseen_again(self) -> None:
+        """Seen/unseen pairs that say "remembers answers" are measured again, up to twice, each time on
+        unseen inputs drawn for it: a busy host slows a few single reps once, a kernel that remembers
+        is slow on new inputs every time. The last run's pairs are the evidence, the earlier ones kept."""
+        ev = self.ev
+        attempts = []
+        while caching.remembers(ev.unseen_pairs, ev.device.type) and len(attempts) < len(self.again):
+            new = self.again[len(attempts)]   # unseen inputs drawn for this run
+            attempts.append([list(p) for p in ev.unseen_pairs])
+            ev.unseen_pairs = self.unseen_pairs(new)
+        if attempts:
+            ev.extra["unseen_attempts"] = attempts
+
+    def unseen_pairs(self, unseen) -> list[tuple]:
+        """One request per unseen set, carrying it: the worker times one call on it before any other
+        candidate code runs in that request, then one call on a seen set (the pair). A set the worker
+        never held cannot have been computed ahead, by a candidate that reads the worker's memory."""
+        ev, fresh = self.ev, self.fresh
+        pairs = []
+        lead_ms = float((ev.timing or {}).get("lead_ms", 0.0))
+        for j, k in enumerate(unseen):
+            layout, blobs = _encode_set(self.values[k])
+            body = {"sets": [fresh[j % len(fresh)]], "unseen": [k], "layout": layout, "lead_ms": lead_ms,
+                    "reps": 1, "min_reps": 1, "budget_ms": 0.0, "warmup": 0, "warmup_ms": 0.0, "null_reps": 0}
+            msg = self.record("timing", None, self.w.request("time", body, blobs, max_blob_bytes=self.max_blob))
+            self.timed_outputs(msg, (k,))
+            ev.timing = _faults_kept(ev.timing or {}, msg.body)
+            pairs += [tuple(p) for p in msg.body.get("unseen_pairs", [])]
+            ev.extra["unseen_in_place"] = ev.extra.get("unseen_in_place", 0) + int(msg.body.get("unseen_in_place") or 0)
+        return pairs
+
+    def clocked_time(self, body: dict):
+        """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the
+        reported times by its duration)."""
+        w, ev = self.w, self.ev
+        before = sched.sample(w.clock_pid)
+        msg = self.record("timing", None, w.request("time", body, max_blob_bytes=self.max_blob))
+        clocks = sched.between(before, sched.sample(w.clock_pid))
+        times = msg.body.get("times_ms") or []
+        if times:
+            calls = len(times) + len(msg.body.get("synced_ms") or []) + (_REHEARSALS if ev.device.type == "cuda" else 0)
+            ev.clocked_timing.append({**clocks, "calls": calls, "reps": calls + len(msg.body.get("null_drain_ms") or []),
+                                      "reported_ms": statistics.median(times), "warmup_ms": float(body["warmup_ms"]),
+                                      # the spin before each rep (CUDA), at most the worker's LEAD_MAX_S: a claim,
+                                      # which only widens the bound
+                                      "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
+                                      "warmup_calls": int(body["warmup"])})
+        return msg
+
+    def null_timing(self, reps: int) -> dict:
+        """The same timing request with a null call (null_prices.null_timing), in the candidate's worker."""
+        return null_prices.null_timing(self.w, self.fresh, self.settings, reps, self.max_blob,
+                                       self.ev.device.type == "cuda")
+
+    def time_again(self, null_reps=None):
+        """A re-measurement, when a clock disagreed with another: the seen sets again, on half the budget,
+        bracketed by the judge's clocks."""
+        settings = self.settings
+        body = _time_body(self.fresh, settings, budget_ms=settings.budget_ms / 2, null_reps=null_reps)
+        return self.clocked_time(body)
+
+    def audit(self) -> None:
+        """One call under the profiler (CUDA), with the binaries the candidate's builds loaded; the
+        judge reads their kernel symbols itself (checks/attribution.py)."""
+        ev, fresh = self.ev, self.fresh
+        t0 = time.monotonic()
+        policy = ev.library_policy
+        body = {"set": fresh[-1], "sleep_ms": _gate_ms(ev), "own": True,
+                "ops": bool(policy and policy.needs_trace and policy.allowed_ops)}
+        msg = self.record("audit", fresh[-1], self.w.request(
+            "audit", body, max_blob_bytes=self.max_blob + attribution.MAX_BINARY_BYTES))
+        ev.audit = dict(msg.body)
+        ev.own_kernels = attribution.own_symbols(codec.from_blob(b).numpy().tobytes() for b in msg.tensors)
+        ev.reached.add("audit")
+        self.phases["audit"] = time.monotonic() - t0
+
+    def ordering_probe(self, set_id) -> dict:
+        """Hold the caller's stream in a sleep long enough to outlast the call's host work (retry once
+        longer if the call outlasted it), and see whether the output was finished anyway."""
+        ev = self.ev
+        sleep_ms = _gate_ms(ev)
+        body = {}
+        for _ in range(2):
+            msg = self.record("probe", set_id, self.w.request("probe", {"set": set_id, "sleep_ms": sleep_ms},
+                                                              max_blob_bytes=self.max_blob))
+            body = msg.body
+            if msg.tensors:
+                ev.add_call("probe", set_id, set_id, {}, codec.from_blob(msg.tensors[0]))
+            if body.get("conclusive") or body.get("why") == "output is not a tensor":
+                break
+            sleep_ms = min(sleep_ms * 4, 2000.0)
+        return dict(body)
+
+    def judge_clock_attempts(self) -> list[dict]:
+        """The judge-clocked loop against the reported time; if they disagree, both again (up to twice):
+        a busy moment between two measurements must not pass for a forged clock. Each loop runs on an
+        input set of its own, which the worker receives inside the loop's request."""
+        ev = self.ev
+        reported = statistics.median(ev.timing["times_ms"])
+        attempts = []
+        for i in range(LOOP_ATTEMPTS):
+            times = ev.timing["times_ms"]
+            if i:
+                times = self.time_again(null_reps=0).body["times_ms"]
+                reported = statistics.median(times)
+            attempt = {**self.judge_clocked_loop(self.fresh[1], reported, (_LOOP + i, self.values[_LOOP + i])),
+                       "reported_ms": reported, "times_ms": list(times)}
+            attempts.append(attempt)
+            if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
+                break
+        return attempts
+
+    def judge_clocked_loop(self, set_id, median, new=None) -> dict:
+        """N back-to-back calls that end in a device-wide sync, timed by the judge's clock (which the
+        candidate cannot reach), and the same N calls of a null function to price the fixed cost.
+
+        Two judge-side clocks per loop: wall time, and the CPU time the kernel accounted to the worker's
+        threads. A busy machine inflates the first, many threads the second; the real work inflates
+        both, so the smaller of the two is what the reported time must account for.
+        """
+        w, settings, max_blob, record = self.w, self.settings, self.max_blob, self.record
+
+        def bracket(body, blobs=()):
+            before = sched.sample(w.clock_pid)
+            record("loop", body["set"], w.request("loop", body, blobs, max_blob_bytes=max_blob))
+            got = sched.between(before, sched.sample(w.clock_pid))
+            waits.append((got["wait_s"], got["main_wait_s"]))
+            return got["judge_s"], got["cpu_s"]
+
+        waits = []
+
+        # N is sized from the reported time, and at most LOOP_OVERRUN x loop_ms at what a short loop
+        # costs by the judge's own clock: a candidate that reports microseconds for milliseconds of
+        # work (hidden, forged) must not make the judge run 2000 of its calls, three times over
+        # (20 s at 4096^3). An honest candidate's N is what the reported time alone gives.
+        # The loop runs on a set never seen before (`new`), which a one-call request carries first (a
+        # kernel's first call on new inputs may build a plan or capture a graph); the pilot and the
+        # loop time the calls after. A kernel that remembers answers is `caching`'s.
+        loop_set, blobs, extra = set_id, (), {}
+        if new is not None:
+            loop_set, vals = new
+            extra["layout"], blobs = _encode_set(vals)
+        if new is not None:   # the first call on it, alone: the pilot prices the calls after
+            record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 1, **extra}, blobs, max_blob_bytes=max_blob))
+        pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS})
+        # less the request's own cost (a null pilot): on a busy host a round trip costs milliseconds,
+        # and a loop sized by it would be too short for its calls to show above the null loop's noise
+        null_pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS, "null": True})
+        waits.clear()
+        cap = LOOP_OVERRUN * settings.loop_ms / 1e3 / max((pilot_s - null_pilot_s) / PILOT_CALLS, 1e-9)
+        n = int(max(5, min(2000, settings.loop_ms / max(median, 1e-3), cap)))
+        wall, cpu = bracket({"set": loop_set, "n": n})
+        null_wall, null_cpu = bracket({"set": loop_set, "n": n, "null": True})
+        msg = record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 0, "fetch": True}, max_blob_bytes=max_blob))
+        if msg.tensors:   # the loop's last output, fetched off the clock (a check verifies it)
+            self.ev.add_call("loop", loop_set, loop_set, {}, codec.from_blob(msg.tensors[0]))
+        return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu,
+                "pilot_s": pilot_s, "wait_s": waits[0][0], "null_wait_s": waits[1][0],
+                "main_wait_s": waits[0][1], "null_main_wait_s": waits[1][1]}
 
 
 def _measure_drain_again(w, ev: Evidence, fresh, settings: Settings, max_blob, record) -> None:
-    """A drain that says "hidden work" is measured again, up to twice, before it counts: another
-    process busy on the device for a moment looks like hidden work once, hidden work does every
-    time. A re-measurement that finds none replaces the timing, its reported times included, so
-    that a candidate hiding work only sometimes is not timed with it; what any run saw wrong in
-    the outputs is kept."""
-    attempts = []
-    while streams.drain_says_hidden(ev.timing) and len(attempts) < 2:
-        attempts.append({k: ev.timing.get(k) for k in ("drain_ms", "null_drain_ms", "synced_ms")})
-        ev.timing = _faults_kept(_time_again(w, fresh, settings, max_blob, record, ev=ev).body, ev.timing)
-    if attempts:
-        ev.extra["drain_attempts"] = attempts
+    """`Plan.measure_drain_again` for a caller holding the plan's parts, with its own `record`."""
+    plan = Plan(w, ev, fresh, settings, max_blob)
+    plan.record = record
+    plan.measure_drain_again()
 
 
+# 8 parameters: the plan's parts and two of its steps, as a caller without a plan holds them
 def _measure_unseen_again(w, ev: Evidence, fresh, values, max_blob, record, again, timed_outputs) -> None:
-    """Seen/unseen pairs that say "remembers answers" are measured again, up to twice, each time on
-    unseen inputs drawn for it: a busy host slows a few single reps once, a kernel that remembers
-    is slow on new inputs every time. The last run's pairs are the evidence, the earlier ones kept."""
-    attempts = []
-    while caching.remembers(ev.unseen_pairs, ev.device.type) and len(attempts) < len(again):
-        new = again[len(attempts)]   # unseen inputs drawn for this run
-        attempts.append([list(p) for p in ev.unseen_pairs])
-        ev.unseen_pairs = _unseen_pairs(w, ev, fresh, new, values, max_blob, record, timed_outputs)
-    if attempts:
-        ev.extra["unseen_attempts"] = attempts
-
-
-def _unseen_pairs(w, ev: Evidence, fresh, unseen, values, max_blob, record, timed_outputs) -> list[tuple]:
-    """One request per unseen set, carrying it: the worker times one call on it before any other
-    candidate code runs in that request, then one call on a seen set (the pair). A set the worker
-    never held cannot have been computed ahead, by a candidate that reads the worker's memory."""
-    pairs = []
-    lead_ms = float((ev.timing or {}).get("lead_ms", 0.0))
-    for j, k in enumerate(unseen):
-        layout, blobs = _encode_set(values[k])
-        body = {"sets": [fresh[j % len(fresh)]], "unseen": [k], "layout": layout, "lead_ms": lead_ms,
-                "reps": 1, "min_reps": 1, "budget_ms": 0.0, "warmup": 0, "warmup_ms": 0.0, "null_reps": 0}
-        msg = record("timing", None, w.request("time", body, blobs, max_blob_bytes=max_blob))
-        timed_outputs(msg, (k,))
-        ev.timing = _faults_kept(ev.timing or {}, msg.body)
-        pairs += [tuple(p) for p in msg.body.get("unseen_pairs", [])]
-        ev.extra["unseen_in_place"] = ev.extra.get("unseen_in_place", 0) + int(msg.body.get("unseen_in_place") or 0)
-    return pairs
-
-
-def _clocked_time(w, ev: Evidence, record, body: dict, max_blob):
-    """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the
-    reported times by its duration)."""
-    before = sched.sample(w.clock_pid)
-    msg = record("timing", None, w.request("time", body, max_blob_bytes=max_blob))
-    clocks = sched.between(before, sched.sample(w.clock_pid))
-    times = msg.body.get("times_ms") or []
-    if times:
-        calls = len(times) + len(msg.body.get("synced_ms") or []) + (_REHEARSALS if ev.device.type == "cuda" else 0)
-        ev.clocked_timing.append({**clocks, "calls": calls, "reps": calls + len(msg.body.get("null_drain_ms") or []),
-                                  "reported_ms": statistics.median(times), "warmup_ms": float(body["warmup_ms"]),
-                                  # the spin before each rep (CUDA), at most the worker's LEAD_MAX_S: a claim,
-                                  # which only widens the bound
-                                  "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
-                                  "warmup_calls": int(body["warmup"])})
-    return msg
-
-
-def _null_timing(w, ev: Evidence, fresh, settings: Settings, reps: int, max_blob) -> dict:
-    """The same timing request with a null call (null_prices.null_timing), in the candidate's worker."""
-    return null_prices.null_timing(w, fresh, settings, reps, max_blob, ev.device.type == "cuda")
-
-
-LEAD_MAX_MS = 2.0       # the worker's _Reps.LEAD_MAX_S, in ms
-NULL_TIMING_REPS = null_prices.NULL_TIMING_REPS
-_REHEARSALS = null_prices.REHEARSALS
-
-
-def _time_again(w, fresh, settings: Settings, max_blob, record, null_reps=None, unseen=(), ev=None):
-    """A re-measurement, when a clock disagreed with another: the seen sets again, on half the budget
-    (bracketed by the judge's clocks, given the evidence to keep them in)."""
-    body = _time_body(fresh, settings, budget_ms=settings.budget_ms / 2, null_reps=null_reps, unseen=unseen)
-    if ev is not None:
-        return _clocked_time(w, ev, record, body, max_blob)
-    return record("timing", None, w.request("time", body, max_blob_bytes=max_blob))
-
-
-def _audit(w, ev: Evidence, fresh, max_blob, record, phases) -> None:
-    """One call under the profiler (CUDA), with the binaries the candidate's builds loaded; the
-    judge reads their kernel symbols itself (checks/attribution.py)."""
-    t0 = time.monotonic()
-    policy = ev.library_policy
-    body = {"set": fresh[-1], "sleep_ms": _gate_ms(ev), "own": True,
-            "ops": bool(policy and policy.needs_trace and policy.allowed_ops)}
-    msg = record("audit", fresh[-1], w.request("audit", body, max_blob_bytes=max_blob + attribution.MAX_BINARY_BYTES))
-    ev.audit = dict(msg.body)
-    ev.own_kernels = attribution.own_symbols(codec.from_blob(b).numpy().tobytes() for b in msg.tensors)
-    ev.reached.add("audit")
-    phases["audit"] = time.monotonic() - t0
+    """`Plan.measure_unseen_again` for a caller holding the plan's parts, with its own `record` and
+    `timed_outputs`."""
+    plan = Plan(w, ev, fresh, None, max_blob, values=values, again=again)
+    plan.record, plan.timed_outputs = record, timed_outputs
+    plan.measure_unseen_again()
 
 
 def _gate_ms(ev: Evidence) -> float:
@@ -255,89 +395,8 @@ def _gate_ms(ev: Evidence) -> float:
     return min(max(10.0, 4e3 * max(walls, default=0.0)), 500.0)
 
 
-def _ordering_probe(w, ev: Evidence, set_id, max_blob, record) -> dict:
-    """Hold the caller's stream in a sleep long enough to outlast the call's host work (retry once
-    longer if the call outlasted it), and see whether the output was finished anyway."""
-    sleep_ms = _gate_ms(ev)
-    body = {}
-    for _ in range(2):
-        msg = record("probe", set_id, w.request("probe", {"set": set_id, "sleep_ms": sleep_ms},
-                                                max_blob_bytes=max_blob))
-        body = msg.body
-        if msg.tensors:
-            ev.add_call("probe", set_id, set_id, {}, codec.from_blob(msg.tensors[0]))
-        if body.get("conclusive") or body.get("why") == "output is not a tensor":
-            break
-        sleep_ms = min(sleep_ms * 4, 2000.0)
-    return dict(body)
-
-
-def _judge_clock_attempts(w, ev: Evidence, fresh, settings: Settings, max_blob, record, values) -> list[dict]:
-    """The judge-clocked loop against the reported time; if they disagree, both again (up to twice):
-    a busy moment between two measurements must not pass for a forged clock. Each loop runs on an
-    input set of its own, which the worker receives inside the loop's request."""
-    reported = statistics.median(ev.timing["times_ms"])
-    attempts = []
-    for i in range(LOOP_ATTEMPTS):
-        times = ev.timing["times_ms"]
-        if i:
-            times = _time_again(w, fresh, settings, max_blob, record, null_reps=0, ev=ev).body["times_ms"]
-            reported = statistics.median(times)
-        attempt = {**_judge_clocked_loop(w, ev, fresh[1], reported, settings, max_blob, record,
-                                         (_LOOP + i, values[_LOOP + i])),
-                   "reported_ms": reported, "times_ms": list(times)}
-        attempts.append(attempt)
-        if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
-            break
-    return attempts
-
-
-def _judge_clocked_loop(w, ev: Evidence, set_id, median, settings: Settings, max_blob, record, new=None) -> dict:
-    """N back-to-back calls that end in a device-wide sync, timed by the judge's clock (which the
-    candidate cannot reach), and the same N calls of a null function to price the fixed cost.
-
-    Two judge-side clocks per loop: wall time, and the CPU time the kernel accounted to the worker's
-    threads. A busy machine inflates the first, many threads the second; the real work inflates
-    both, so the smaller of the two is what the reported time must account for.
-    """
-    def bracket(body, blobs=()):
-        before = sched.sample(w.clock_pid)
-        record("loop", body["set"], w.request("loop", body, blobs, max_blob_bytes=max_blob))
-        got = sched.between(before, sched.sample(w.clock_pid))
-        waits.append((got["wait_s"], got["main_wait_s"]))
-        return got["judge_s"], got["cpu_s"]
-
-    waits = []
-
-    # N is sized from the reported time, and at most LOOP_OVERRUN x loop_ms at what a short loop
-    # costs by the judge's own clock: a candidate that reports microseconds for milliseconds of
-    # work (hidden, forged) must not make the judge run 2000 of its calls, three times over
-    # (20 s at 4096^3). An honest candidate's N is what the reported time alone gives.
-    # The loop runs on a set never seen before (`new`), which a one-call request carries first (a
-    # kernel's first call on new inputs may build a plan or capture a graph); the pilot and the
-    # loop time the calls after. A kernel that remembers answers is `caching`'s.
-    loop_set, blobs, extra = set_id, (), {}
-    if new is not None:
-        loop_set, vals = new
-        extra["layout"], blobs = _encode_set(vals)
-    if new is not None:   # the first call on it, alone: the pilot prices the calls after
-        record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 1, **extra}, blobs, max_blob_bytes=max_blob))
-    pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS})
-    # less the request's own cost (a null pilot): on a busy host a round trip costs milliseconds,
-    # and a loop sized by it would be too short for its calls to show above the null loop's noise
-    null_pilot_s, _ = bracket({"set": loop_set, "n": PILOT_CALLS, "null": True})
-    waits.clear()
-    cap = LOOP_OVERRUN * settings.loop_ms / 1e3 / max((pilot_s - null_pilot_s) / PILOT_CALLS, 1e-9)
-    n = int(max(5, min(2000, settings.loop_ms / max(median, 1e-3), cap)))
-    wall, cpu = bracket({"set": loop_set, "n": n})
-    null_wall, null_cpu = bracket({"set": loop_set, "n": n, "null": True})
-    msg = record("loop", loop_set, w.request("loop", {"set": loop_set, "n": 0, "fetch": True}, max_blob_bytes=max_blob))
-    if msg.tensors:   # the loop's last output, fetched off the clock (a check verifies it)
-        ev.add_call("loop", loop_set, loop_set, {}, codec.from_blob(msg.tensors[0]))
-    return {"n": n, "judge_s": wall, "null_s": null_wall, "cpu_s": cpu, "null_cpu_s": null_cpu,
-            "pilot_s": pilot_s, "wait_s": waits[0][0], "null_wait_s": waits[1][0],
-            "main_wait_s": waits[0][1], "null_main_wait_s": waits[1][1]}
-
-
+LEAD_MAX_MS = 2.0       # the worker's _Reps.LEAD_MAX_S, in ms
+NULL_TIMING_REPS = null_prices.NULL_TIMING_REPS
+_REHEARSALS = null_prices.REHEARSALS
 PILOT_CALLS = 10    # the judge-clocked loop's pilot: what a call costs by the judge's clock
 LOOP_OVERRUN = 4    # the loop's length, at most this many times loop_ms at the pilot's price

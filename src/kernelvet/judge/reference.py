@@ -44,7 +44,8 @@ class _Lazy(dict):
         return value
 
 
-def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,  # the vet's state, as it stands
+# the worker, the sets and their references, and the problem's limits: what the run is checked against
+def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
                    size: "sizes.ProblemSize | None" = None, floor: float = 0.0, timeout: float = 0.0,
                    price_nulls: bool = True) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing,

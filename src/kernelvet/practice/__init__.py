@@ -61,6 +61,7 @@ PATTERN_NAMES = {1: "streams", 2: "threads", 3: "lazy-eq", 4: "timers", 5: "iden
 BOTH = ("cpu", "cuda")
 
 
+# one corpus entry: its fields, as the table of entries spells them
 def _cheat(name, pattern, problem, devices, *catches, note="", sole_on=None, timeout=300.0, settings=()):
     """A cheat caught by one check alone (on `sole_on`, default: everywhere it exists unless a note
     explains why more checks fire), or, with a note saying why, by several."""

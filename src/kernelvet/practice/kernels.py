@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 
+# a Triton kernel takes its pointers, sizes, strides and block sizes as arguments
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, IEEE: tl.constexpr):

@@ -155,6 +155,7 @@ def _has_cuda() -> bool:
         return False
 
 
+# the reward's detail fields, all but two by keyword
 def _details(score: float, verdict: str, *, error=None, fault=None, compiled=False, t0: float,
              failed: str = "", speedup=None, slot=None) -> dict:
     return {"score": float(score), "verdict": verdict, "failed": failed, "speedup": speedup, "error": error,

@@ -13,6 +13,7 @@ import triton.language as tl
 from torch import nn
 
 
+# a Triton kernel takes its pointers, sizes and block sizes as arguments
 @triton.jit
 def tiled_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)

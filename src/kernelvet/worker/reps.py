@@ -1,0 +1,329 @@
+"""The timing engine: timed reps, their clocks, and the outputs of timed calls verified."""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+import torch
+
+from .bindings import _Bound, _bits_differ
+
+
+class RepsWorker(Protocol):
+    """What the timing engine uses of the worker it runs in (serve.Worker): the primitives bound
+    before the candidate existed, the device and its flush buffer, the input sets, the candidate
+    and the poison; and five of the worker's steps."""
+
+    bound: _Bound
+    device: torch.device
+    flush_buf: torch.Tensor | None
+    sets: dict[int, list]
+    output_arg: int | None
+    fn: Callable | None
+    poison: dict[str, int]
+    reused_storage: bool   # a call returned an earlier output's storage: copy each rep's output
+
+    def _paint_for_call(self, s: int, deep: bool = False) -> None: ...   # poison before a call on set s
+    def _guard_bands(self, s: int) -> torch.Tensor | None: ...           # set s's guard elements
+    def _spin(self, seconds: float) -> None: ...                         # hold the caller's stream
+    def _sync(self) -> None: ...                                         # wait for the device
+    def _run_candidate(self, what: str, fn, *args): ...                  # a call; raising is data
+
+
+class _Reps:
+    """Timed reps: paint, spin, flush, one call between events, and the call's output checked
+    bitwise against the first output of the same input set (the outputs of timed calls are
+    verified, not only those of a separate pass).
+
+    CUDA, the reported clock: reps are queued as `triton.testing.do_bench` queues them, with no
+    host sync between them, and the device never waits for the host: each rep's spin (the lead,
+    sized in `rehearse`) lasts longer than the host takes to queue a whole rep, so the events
+    time the device work and not the host's launch path (a Triton launch costs ~55 us of host
+    time against a 13 us kernel on an H200), and the kernel runs with work queued behind it, as
+    under do_bench. Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or
+    OUTPUTS_HELD_BYTES of outputs, a device-wide sync; then the events are read and the outputs
+    checked, as the caller would see them after a sync. The guard bands are checked on the device
+    in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
+    """
+
+    SYNC_EVERY = 32
+    OUTPUTS_HELD_BYTES = 1 << 30
+    LEAD_MAX_S = 2e-3
+    REHEARSALS = 6
+
+    def __init__(self, worker: RepsWorker, sync_every: int = SYNC_EVERY, lead_s: float = 0.0,
+                 null_like: dict | None = None):
+        self.w = worker
+        # null reps (the judge's price of a rep's own cost): no candidate call, and in its place an
+        # output of the set's shape (`null_like`), so that the rep's work on outputs (the copy of a
+        # reused storage, the bitwise check against the first) is priced as the real reps pay it
+        self.null_like = null_like
+        self.cuda = worker.device.type == "cuda"
+        self.sync_every = sync_every
+        self.lead_s = lead_s if self.cuda else 0.0
+        self.first: dict[int, torch.Tensor] = {}
+        self.times, self.order = [], []
+        self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
+        self.null_drains: list[float] = []   # null_rep: the drains of their twins without the call
+        self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
+        self._saved: dict[int, dict] = {}    # seen set -> its own input values, while unseen ones visit
+        # A candidate that reuses its output storage overwrites the outputs still queued for
+        # checking: from the first reuse seen (in the checked calls or here), each rep's output is
+        # copied in stream order right after its call, off the clock, and the overwritten one is
+        # left unchecked (`_UNCHECKED`).
+        self.copy_outputs = worker.reused_storage
+        self.reused_reps = 0
+        self._pending_ptrs: dict[int, int] = {}   # storage of an uncopied pending output -> its index
+        self.in_place = 0                    # unseen reps run in a seen set's storages
+        self.non_tensor = self.shape_mismatches = 0
+        self._pending: list[tuple] = []      # ((start, end) or None, seen, set, output) not yet read
+        self._held_bytes = 0
+        self._spare_events: list = []
+        # [reps whose output differed from the first, reps that wrote a guard band]: on the device
+        # for CUDA (no host sync per rep), read once at the end
+        self._counts = worker.bound.zeros(2, dtype=torch.int64, device=worker.device)
+        if self.cuda:
+            self._one = (worker.bound.Event(enable_timing=True), worker.bound.Event(enable_timing=True))
+            self._nothing = worker.bound.zeros((), dtype=torch.int64, device=worker.device)   # null_rep's addend
+
+    def _before_call(self, s: int, lead: bool = False) -> list:
+        """What every rep does before its clock starts: inputs read (pages mapped and TLB warm, seen
+        and unseen sets alike), the allocator's blocks and the output buffer painted, the lead
+        spin (CUDA, if asked), L2 flushed. The flush comes last, right before the start event, as
+        in do_bench: what the kernel meets in L2 is a flush's aftermath, not a spin's idle."""
+        w, bound = self.w, self.w.bound
+        inputs = w.sets[s]
+        for x in inputs:
+            if isinstance(x, torch.Tensor):
+                bound.clone(x)
+        w._paint_for_call(s)
+        if self.cuda:
+            if lead and self.lead_s:
+                w._spin(self.lead_s)
+            bound.zero_(w.flush_buf)
+        return inputs
+
+    @classmethod
+    def lead_for(cls, host_s: list[float]) -> float:
+        """How long the spin before a rep's flush keeps the device busy: longer than the host takes
+        (90th percentile, with a margin) to queue what must be queued by then (the call; after
+        `rehearse`, a whole rep), so that the start event completes only once the call's work is
+        already queued behind it. The L2 flush gives some of that (~70 us on an H200); a slow
+        launch path, a busy host or a sandbox would otherwise put launch latency inside the
+        window, and make the time depend on the host's speed (do_bench relies on the flush alone)."""
+        if not host_s:
+            return 0.0
+        p90 = sorted(host_s)[int(0.9 * (len(host_s) - 1))]
+        return min(1.25 * p90 + 10e-6, cls.LEAD_MAX_S)
+
+    def rehearse(self, sets: list[int]) -> None:
+        """A few whole reps, untimed, each from an idle device: how long the host takes to queue
+        one rep (inputs read, paint, spin, flush, events, the call, guard check). The lead then
+        covers a whole rep, not only the call: the device always has more queued work than the
+        host needs to queue the next rep, so it never idles between timed reps and the queue
+        deepens, as under do_bench (whose host queues a rep in ~15-50 us against ~80 us of flush
+        and kernel). On the H200 kernelvet's host needed ~200 us per rep, and a device that
+        waited for it before each rep read a launch-bound torch.mm 5-10% under do_bench."""
+        if not self.cuda:
+            return
+        w, bound, host_s = self.w, self.w.bound, []
+        for k in range(self.REHEARSALS):
+            s = sets[k % len(sets)]
+            w._sync()
+            t0 = bound.pc()
+            out = self._call_between(s, *self._one)
+            self._check_guards(s)
+            if type(out) is torch.Tensor and out.numel():   # as `_own_copy` reads it in every rep
+                bound.storage(out).data_ptr()
+            host_s.append(bound.pc() - t0)
+        w._sync()
+        self.lead_s = max(self.lead_s, self.lead_for(host_s))
+
+    def _call_between(self, s: int, start, end, lead: bool = True):
+        """One call on set `s` between two events on the caller's stream (CUDA), the device kept
+        busy (a spin of `lead_s`, then the flush) until the call's launch is queued. A drain rep
+        has no spin: work on an unordered stream would finish inside it, unseen by the drain."""
+        bound = self.w.bound
+        inputs = self._before_call(s, lead=lead)
+        bound.ev_record(start)
+        out = self._call(s, inputs)
+        bound.ev_record(end)
+        return out
+
+    def _call(self, s: int, inputs):
+        if self.null_like is None:
+            return self.w._run_candidate("timed call", self.w.fn, *inputs)
+        like = self.null_like.get(s)
+        return None if like is None else self.w.bound.empty(like.shape, dtype=like.dtype, device=like.device)
+
+    def rep(self, s: int, seen: bool, at: int | None = None) -> None:
+        """One timed rep on set `s`'s values; `at`: in the storages of that (seen) set instead."""
+        w, bound = self.w, self.w.bound
+        where = s if at is None else self._place(s, at)
+        if self.cuda:
+            clock = self._spare_events.pop() if self._spare_events else (
+                bound.Event(enable_timing=True), bound.Event(enable_timing=True))
+            out = self._call_between(where, *clock)
+        else:
+            inputs = self._before_call(where)
+            t0 = bound.pc_ns()
+            out = self._call(where, inputs)
+            self._record((bound.pc_ns() - t0) / 1e6, seen, s)   # the host clock is read now
+            clock = None
+        self._check_guards(where)
+        if where != s:
+            # Unordered work (a stream the caller never waited on) still reads this set's storages:
+            # it finishes on the values it was given before they are put back, so what it computed
+            # is judged on them, and the drain clock (streams) is what tells it apart.
+            if self.cuda:
+                w._sync()
+            out = self._restore(where, out)
+        out = self._own_copy(out)
+        self._pending.append((clock, seen, s, out))
+        if type(out) is torch.Tensor:
+            self._held_bytes += out.numel() * out.element_size()
+        if len(self._pending) >= self.sync_every or self._held_bytes >= self.OUTPUTS_HELD_BYTES:
+            self.collect()
+
+    def _own_copy(self, out):
+        """The output itself, or (once the candidate has reused an output storage) a copy of it."""
+        if type(out) is not torch.Tensor or not out.numel():
+            return out
+        if self.copy_outputs:
+            return self.w.bound.clone(out)
+        ptr = self.w.bound.storage(out).data_ptr()
+        k = self._pending_ptrs.get(ptr)
+        if k is None:
+            self._pending_ptrs[ptr] = len(self._pending)
+            return out
+        clock, seen, s, _ = self._pending[k]
+        self._pending[k] = (clock, seen, s, _UNCHECKED)
+        self.copy_outputs = True
+        self.reused_reps += 1
+        return self.w.bound.clone(out)
+
+    def _place(self, u: int, at: int) -> int:
+        """Unseen set `u`'s values copied into seen set `at`'s storages (its output buffer left as
+        it is), its own values kept to be put back: the unseen rep runs on new values at pointers
+        the candidate has seen, so a plan or graph keyed on pointers is replayed, as it would be on
+        seen values, while an answer remembered by value is not there. Where the sets differ in
+        shape, dtype or non-tensor values, `u` runs in its own storages."""
+        w, bound = self.w, self.w.bound
+        src, dst = w.sets[u], w.sets[at]
+        args = [i for i, x in enumerate(dst) if i != w.output_arg]
+        if len(src) != len(dst) or any(
+                (type(src[i]) is not type(dst[i])) or (src[i].shape != dst[i].shape or src[i].dtype != dst[i].dtype
+                                                       if isinstance(dst[i], torch.Tensor) else src[i] != dst[i])
+                for i in args):
+            return u
+        if at not in self._saved:
+            self._saved[at] = {i: bound.clone(dst[i]) for i in args if isinstance(dst[i], torch.Tensor)}
+        for i in self._saved[at]:
+            bound.copy_(dst[i], src[i])
+        self.in_place += 1
+        return at
+
+    def _restore(self, at: int, out):
+        """Set `at`'s own values back, in stream order after the call; an output that shares an
+        input's storage is copied first, so that what is verified is what the call returned."""
+        w, bound = self.w, self.w.bound
+        if type(out) is torch.Tensor and out.numel():
+            mine = {bound.storage(w.sets[at][i]).data_ptr() for i in self._saved[at]}
+            if bound.storage(out).data_ptr() in mine:
+                out = bound.clone(out)
+        for i, x in self._saved[at].items():
+            bound.copy_(w.sets[at][i], x)
+        return out
+
+    def collect(self) -> None:
+        """Wait for everything the queued reps started, on every stream; read their clocks and check
+        their outputs, in the order they ran."""
+        if not self._pending:
+            return
+        bound = self.w.bound
+        if self.cuda:
+            bound.ev_sync(self._pending[-1][0][1])
+            bound.cuda_sync()
+        for clock, seen, s, out in self._pending:
+            if clock is not None:
+                self._record(bound.ev_elapsed(*clock), seen, s)
+                self._spare_events.append(clock)
+            if out is not _UNCHECKED:
+                self._verify(s, out)
+        self._pending.clear()
+        self._pending_ptrs.clear()
+        self._held_bytes = 0
+
+    def _record(self, ms: float, seen: bool, s: int) -> None:
+        if seen:
+            self.times.append(ms)
+            self.order.append(s)
+        else:
+            self.pairs.append([self.times[-1] if self.times else ms, ms])
+
+    def _verify(self, s: int, out) -> None:
+        """Against the first output on the same set, bitwise (counted on the device: no host sync)."""
+        bound = self.w.bound
+        if type(out) is not torch.Tensor:
+            self.non_tensor += 1
+        elif s not in self.first:
+            self.first[s] = bound.clone(out)
+        elif out.shape != self.first[s].shape or out.dtype != self.first[s].dtype:
+            self.shape_mismatches += 1
+        else:
+            bound.add_(self._counts[0], _bits_differ(bound, self.first[s], out))
+
+    def _check_guards(self, s: int) -> None:
+        """Guard bands still poison, checked in stream order before the next rep's paint refills them."""
+        guards = self.w._guard_bands(s)
+        if guards is not None:
+            bound = self.w.bound
+            bound.add_(self._counts[1], bound.any(bound.ne(guards, self.w.poison["word"])))
+
+    def verdicts(self) -> dict:
+        counts = [int(c) for c in self._counts.tolist()]
+        return {"mismatches": self.shape_mismatches + counts[0], "overruns": counts[1],
+                "reused_output_reps": self.reused_reps, "outputs_copied": self.copy_outputs}
+
+    def drain_rep(self, s: int) -> None:
+        """Two clocks on one rep, synchronised: the events, then the host time of a device-wide
+        sync after the end event completed (work another stream still runs shows there)."""
+        bound = self.w.bound
+        start, end = self._one
+        out = self._call_between(s, start, end, lead=False)
+        self.drains.append(self._drain_after(end))
+        self.synced.append(bound.ev_elapsed(start, end))
+        self._check_guards(s)
+        self._verify(s, out)
+
+    def drain_pairs(self, sets: list[int], n: int) -> None:
+        """`n` drain reps, each followed at once by its twin without the call (`null_rep`)."""
+        for k in range(n):
+            self.drain_rep(sets[k % len(sets)])
+            self.null_rep(sets[k % len(sets)])
+
+    def null_rep(self, s: int) -> None:
+        """A drain rep's twin without the call, run right after it: the same inputs read, paint and
+        flush, and between the two events one ordered kernel of the judge's own (a one-element add)
+        in place of the call. Its drain is the baseline: a device-wide sync costs some microseconds
+        with nothing left to run, and the twins meet the same conditions (with the baselines taken
+        after all the drain reps, an honest 3 us `x * 1` read 8.2 us above them in three
+        measurements on an H200)."""
+        bound = self.w.bound
+        start, end = self._one
+        self._before_call(s, lead=False)
+        bound.ev_record(start)
+        bound.add_(self._counts[0], self._nothing)
+        bound.ev_record(end)
+        self.null_drains.append(self._drain_after(end))
+
+    def _drain_after(self, end) -> float:
+        """Host ms of a device-wide sync once `end` has completed: what other streams still run."""
+        bound = self.w.bound
+        bound.ev_sync(end)
+        t0 = bound.pc()
+        bound.cuda_sync()
+        return (bound.pc() - t0) * 1e3
+
+
+_UNCHECKED = object()   # a queued output the candidate overwrote by reusing its storage
