@@ -65,6 +65,7 @@ class Evidence:
     judged_on: torch.device = torch.device("cpu")   # where outputs, references and inputs are compared
     library_policy: Any = None              # checks.library_policy.Policy: what the candidate must write itself
     own_kernels: frozenset[str] = frozenset()   # kernel symbols of the binaries the candidate's builds loaded
+    declared_tolerance: float | None = None     # the error bound the problem declares (None: its dtype's)
     _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def add_call(self, phase: str, set_id: int, values_of: int, meta: dict, output: torch.Tensor | None) -> None:

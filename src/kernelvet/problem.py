@@ -1,6 +1,7 @@
 """Problem: what the candidate must compute, and how the judge draws inputs and the reference.
 
-A problem is KernelBench-shaped (Model, get_inputs, get_init_inputs), from a file or built in.
+A problem is KernelBench-shaped (Model, get_inputs, get_init_inputs), from a file, built in, or
+made so from a GPU MODE task (formats/gpumode.py).
 Everything here runs in the judge (trusted code only).
 """
 
@@ -18,7 +19,7 @@ import torch
 
 from . import index_ties, metrics, outputs, problems
 from .errors import ProblemError, UsageError
-from .formats import kernelbench
+from .formats import gpumode, gpumode_tolerance, kernelbench, task_yml
 from .protocol import DTYPE_SIZES
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -43,10 +44,23 @@ class Problem:
     forbidden: frozenset[str] | None = None   # None: derive from the ops the reference dispatches
     output_arg: int | None = None             # index of an input that is the output buffer (OUTPUT_ARG)
     allowed_ops: tuple[str, ...] = ()         # library ops the candidate may call under any policy (ALLOWED_OPS)
+    tolerance: float | None = None            # the norm-wise error bound it declares (TOLERANCE); None: its dtype's
+    tolerance_from: str | None = None         # where that bound was read
 
     def to_json(self) -> dict:
-        return {"name": self.name, "source": self.path or "builtin", "flops": self.flops,
-                "bytes": self.bytes_moved}
+        out = {"name": self.name, "source": self.path or "builtin", "flops": self.flops,
+               "bytes": self.bytes_moved}
+        if self.spec.get("kind") == "gpumode":
+            out.update(format="gpumode", case=self.spec["case"])
+        if self.tolerance is not None or self.tolerance_from:
+            out.update(tolerance=self.tolerance, tolerance_from=self.tolerance_from)
+        return out
+
+    def candidate_entry(self, path: str, source: str) -> str:
+        """The entry point the candidate must define for this problem's format (from its AST alone)."""
+        if self.spec.get("kind") == "gpumode":
+            return gpumode.candidate_entry(path, source)
+        return kernelbench.candidate_entry(path, source)
 
     def _where(self) -> str:
         return self.path or f"built-in problem {self.name}"
@@ -220,11 +234,16 @@ def load_problem(ref: str, shape: tuple[int, ...] | None = None, dtype: str | No
         spec = {"kind": "builtin", "name": ref, "shape": list(shape or problems.default_shape(ref)),
                 "dtype": dtype or "float32"}
         return Problem(mod.NAME, spec, mod, None, mod.FLOPS, mod.BYTES)
-    if not ref.endswith(".py") and not os.path.exists(ref):
+    path, case = gpumode.split_ref(ref)
+    if not path.endswith(".py") and not os.path.exists(path):
         raise UsageError(f"--ref {ref!r} is neither a built-in problem ({', '.join(problems.BUILTIN)}) "
-                         "nor a problem file")
+                         "nor a problem file or GPU MODE task directory")
     if shape or dtype:
         raise UsageError("--shape and --dtype apply to built-in problems; a problem file sets its own")
+    if gpumode.is_task(path):
+        return _load_gpumode(path, case)
+    if case is not None:
+        raise UsageError(f"{ref}: :{case[0]}.{case[1]} names a case of a GPU MODE task; {path} is a KernelBench file")
     mod = kernelbench.load_reference(ref)
     path = os.path.abspath(ref)
     output_arg = getattr(mod, "OUTPUT_ARG", None)
@@ -234,9 +253,28 @@ def load_problem(ref: str, shape: tuple[int, ...] | None = None, dtype: str | No
     if isinstance(allowed, str) or not isinstance(allowed, (list, tuple)) \
             or not all(isinstance(op, str) for op in allowed):
         raise UsageError(f"{ref}: ALLOWED_OPS must be a list of op names such as ['conv2d'], got {allowed!r}")
+    tolerance = getattr(mod, "TOLERANCE", None)
+    if tolerance is not None and (type(tolerance) not in (int, float) or not 0 <= tolerance < math.inf):
+        raise UsageError(f"{ref}: TOLERANCE must be a relative error bound such as 1e-3, got {tolerance!r}")
     return Problem(os.path.basename(ref), {"kind": "file", "path": path}, mod, path,
                    _count(mod, "FLOPS", ref), _count(mod, "BYTES", ref), output_arg=output_arg,
-                   allowed_ops=tuple(allowed))
+                   allowed_ops=tuple(allowed), tolerance=None if tolerance is None else float(tolerance),
+                   tolerance_from=None if tolerance is None else "TOLERANCE")
+
+
+def _load_gpumode(path: str, wanted) -> Problem:
+    """A GPU MODE task (its directory, or its reference.py with task.yml beside it), as a problem."""
+    reference, yml = gpumode.locate(path)
+    task = task_yml.read(yml) if yml else None
+    files = gpumode.task_files(reference, task)
+    module, tree = gpumode.import_reference(reference, files)
+    label, case = gpumode.pick_case(task, wanted, reference)
+    skeleton = gpumode.probe(gpumode.namespace(module, case, None, reference), reference)
+    spec = {"kind": "gpumode", "path": reference, "files": files, "case": case, "skeleton": skeleton}
+    declared = gpumode_tolerance.read(tree, vars(module))
+    name = f"{os.path.basename(os.path.dirname(reference))}:{label}"
+    return Problem(name, spec, gpumode.namespace(module, case, skeleton, reference), reference,
+                   tolerance=declared.tolerance, tolerance_from=declared.source)
 
 
 def _count(mod, name: str, ref: str) -> float | None:
@@ -253,4 +291,6 @@ def load_reference_module(spec: dict):
     """Used by a reference worker: rebuild the trusted reference from its spec."""
     if spec["kind"] == "builtin":
         return problems.make(spec["name"], tuple(spec["shape"]), _DTYPES[spec["dtype"]])
+    if spec["kind"] == "gpumode":
+        return gpumode.build(spec)
     return kernelbench.load_reference(spec["path"])

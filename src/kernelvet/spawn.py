@@ -478,4 +478,6 @@ class WorkerHandle:
 
     def readable_spec(self, spec: dict) -> dict:
         """A problem's spec with its file (if any) made readable for this worker (`readable`)."""
+        if isinstance(spec.get("files"), dict):   # a problem of several files (GPU MODE): each of them
+            spec = {**spec, "files": {name: self.readable(p) for name, p in spec["files"].items()}}
         return {**spec, "path": self.readable(spec["path"])} if isinstance(spec.get("path"), str) else spec

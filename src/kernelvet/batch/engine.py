@@ -47,7 +47,7 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
     base = dict(id=job.id, problem=job.problem, candidate=job.candidate, allow=allow)
     try:   # the candidate's own file first: its mistakes are its own, not the problem's
         source = kernelbench.read_source(job.candidate, "candidate")
-        kernelbench.candidate_entry(job.candidate, source)
+        reference.problem.candidate_entry(job.candidate, source)
     except UsageError as exc:
         return Record(**base, verdict="invalid", error=str(exc), fault="candidate",
                       vet_s=time.monotonic() - t0, finished_at=time.time())

@@ -27,7 +27,7 @@ def evaluate(ev) -> Finding:
     recs = ev.records("warmup", "fresh", "probe")
     if not recs:
         return not_reached(CheckId.PRECISION)
-    tol = metrics.tolerance(ev.dtype, ev.reference_error)
+    tol = metrics.tolerance(ev.dtype, ev.reference_error, ev.declared_tolerance)
     rows, worst, excluded = [], None, 0
     for c in recs:
         if ev.poisoned(c):
@@ -46,7 +46,7 @@ def evaluate(ev) -> Finding:
         if worst is None or err > worst[0]:
             worst = (err, c)
     evidence = {"tolerance": tol, "reference_error": ev.reference_error, "errors": rows,
-                "excluded_unwritten": excluded}
+                "excluded_unwritten": excluded, "declared_tolerance": ev.declared_tolerance}
     if worst is None:
         return Finding(CheckId.PRECISION, Status.SKIP, "every checked output held poison (see unwritten-output)",
                        evidence)

@@ -131,6 +131,9 @@ def load_reference(path: str) -> types.ModuleType:
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
         defined = ", ".join(n for n in vars(module) if not n.startswith("_") and n not in ("torch", "nn", "F"))
+        if len(missing) == len(REQUIRED):   # no part of either format: say both
+            raise UsageError(f"{path}: neither a KernelBench problem ({', '.join(REQUIRED)}) nor a GPU MODE task "
+                             f"(ref_kernel, generate_input); it defines: {defined or 'nothing'}")
         raise UsageError(f"{path}: problem file must define {', '.join(REQUIRED)}; missing "
                          f"{', '.join(missing)}; it defines: {defined or 'nothing'}")
     for name in REQUIRED:

@@ -79,7 +79,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     source = kernelbench.read_source(candidate, "candidate")
     with open(candidate, "rb") as fh:   # the file's bytes, as `sha256sum` sees them (a BOM included)
         source_sha256 = hashlib.sha256(fh.read()).hexdigest()
-    entry = kernelbench.candidate_entry(candidate, source)
+    entry = prob.candidate_entry(candidate, source)
     if timeout <= 0:
         raise UsageError("--timeout must be positive")
 
@@ -287,7 +287,7 @@ class _Vet:
             device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
             flops=self.flops, bytes_moved=self.bytes_moved, refs64=refs64, judged_on=judged_on,
             inputs=_Lazy(lambda k: [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in values[k]]),
-            reference_error=ref_run["error"], poison_words=poison_words,
+            reference_error=ref_run["error"], poison_words=poison_words, declared_tolerance=prob.tolerance,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
         ev.library_policy = policy

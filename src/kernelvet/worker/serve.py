@@ -14,6 +14,7 @@ import torch
 
 from .. import after_return, codec, devices, outputs, protocol, warm, weights
 from ..dispatch_modes import settle
+from ..formats.gpumode_data import candidate_call
 from ..metrics import INT_OF_WIDTH
 from ..problem import dropout_off, load_reference_module
 from .bindings import _Bound, _memory_stats, _same_bits, global_state
@@ -55,6 +56,7 @@ class Worker:
         self.flush_buf = None
         self.calls = 0
         self.output_arg: int | None = None
+        self.task_call = None   # a GPU MODE problem's: how its candidate is imported and called
         self.out_buffers: dict[int, torch.Tensor] = {}   # set -> whole buffer, guard bands included
         self.probe_stream = None
         self.clock_khz = 1_500_000
@@ -123,12 +125,15 @@ class Worker:
         t0 = self.bound.pc()
         if target["kind"] == "candidate":
             self.candidate_dir = os.path.dirname(os.path.abspath(target["path"]))
+            if self.task_call is not None:
+                self.task_call.importable()
             module = self._run_candidate("importing the candidate", _import_file, target["path"])
             entry = getattr(module, target["entry"], None)
             if entry is None:
                 raise _CandidateFailed(f"candidate defines no {target['entry']} after import", "")
         else:
             entry = load_reference_module(target["spec"]).Model
+            self.task_call = candidate_call(target["spec"])
         t1 = self.bound.pc()
         if isinstance(entry, type):
             def build():
@@ -144,6 +149,8 @@ class Worker:
         state = [(str(item["name"]), codec.from_blob(msg.tensors[int(item["t"])])) for item in b.get("state") or []]
         handed = self._run_candidate(f"loading the reference's weights ({weights.HOOK} or by name and shape)",
                                      weights.hand_over, self.fn, state, target["kind"] != "candidate")
+        if callable(self.fn) and self.task_call is not None and target["kind"] == "candidate":
+            self.fn = self.task_call.wrap(self.fn)   # custom_kernel(data), the data rebuilt from the set
         if callable(self.fn):   # tuples, lists and numbers become the one tensor the judge compares
             self.fn = outputs.packing(self.fn)
         self._sync()
