@@ -109,7 +109,7 @@ def _manifest_job(line: str, where: str, base: str) -> Job:
         raise UsageError(f"{where}: timeout must be a number of seconds in (0, 86400], got {timeout!r}")
     problem = obj["problem"]
     if not (problem in builtin_problems.BUILTIN and not os.path.exists(os.path.join(base, problem))):
-        problem = _existing(os.path.join(base, problem), where, "problem")
+        problem = _problem(os.path.join(base, problem), where)
     candidate = _existing(os.path.join(base, obj["candidate"]), where, "candidate")
     return Job(str(jid), problem, candidate, tuple(allow), None if timeout is None else float(timeout), where)
 
@@ -122,6 +122,16 @@ def check_waiver(text: str, where: str) -> None:
         raise UsageError(f"{where}: allow: {exc}") from None
     if cid in UNWAIVABLE:
         raise UsageError(f"{where}: allow {cid}: this check cannot be waived")
+
+
+def _problem(path: str, where: str) -> str:
+    """A problem file, or a GPU MODE task directory; either may name a task's case (`:test.N`)."""
+    from ..formats.gpumode import split_ref
+    target, case = split_ref(path)
+    suffix = f":{case[0]}.{case[1]}" if case else ""
+    if os.path.isdir(target):
+        return os.path.abspath(target) + suffix
+    return _existing(target, where, "problem") + suffix
 
 
 def _existing(path: str, where: str, what: str) -> str:
