@@ -168,7 +168,7 @@ def test_the_tasks_tolerance_decides_precision(tmp_path, write):
     half = write("half.py", HALF_SOFTMAX)
     tight = vet(half, SOFTMAX, device="cpu", allow=CLOCKS, settings=QUICK)
     precision = tight.finding(CheckId.PRECISION)
-    assert precision.status is Status.FAIL, precision.summary
+    assert precision.status is Status.FAIL and "problem's declared bound" in precision.summary, precision.summary
     assert precision.evidence["declared_tolerance"] == pytest.approx(2e-4 + 1e-6)
     loose = vet(half, _softmax_with_tolerance(tmp_path, "1e-2"), device="cpu", allow=CLOCKS, settings=QUICK)
     precision = loose.finding(CheckId.PRECISION)
@@ -350,17 +350,28 @@ def custom_kernel(data: input_t) -> output_t:
     return c
 '''
 
+# Pattern 9: remember the answer by the inputs' pointers; a hit is copied out by a kernel of its
+# own (device work on every call, all of it the candidate's).
 CACHED_ADD_TRITON = HONEST_ADD_TRITON.replace('''def custom_kernel(data: input_t) -> output_t:
     a, b = data
-''', '''_seen = {}
+''', '''@triton.jit
+def _copy(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+_seen = {}
 
 
 def custom_kernel(data: input_t) -> output_t:
     a, b = data
-    key = (a.data_ptr(), b.data_ptr())
+    key = (a.data_ptr(), b.data_ptr(), a.numel())
     if key in _seen:
-        return _seen[key].clone()
-''').replace("    return c\n", "    _seen[key] = c\n    return c.clone()\n")
+        out = torch.empty_like(a)
+        _copy[(triton.cdiv(a.numel(), 1024),)](_seen[key], out, a.numel(), BLOCK=1024)
+        return out
+''').replace("    return c\n", "    _seen[key] = c.clone()\n    return c\n")
 
 HONEST_GRAY_TRITON = '''
 import torch

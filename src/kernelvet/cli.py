@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="vet one candidate against a problem")
     c.add_argument("candidate", help="candidate file (KernelBench: defines ModelNew)")
-    c.add_argument("--ref", required=True, help="KernelBench problem file, or a built-in: matmul, softmax")
+    c.add_argument("--ref", required=True, help="KernelBench problem file, GPU MODE task (directory or reference.py), "
+                   "or a built-in: matmul, softmax")
     c.add_argument("--shape", type=_shape, help="built-in problems: M,N,K (matmul) or ROWS,COLS (softmax)")
     c.add_argument("--dtype", help="built-in problems: float32 (default), float16, bfloat16")
     c.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
