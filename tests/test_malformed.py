@@ -139,9 +139,10 @@ _NOT_A_MODULE = "import torch\n\n\ndef Model():\n    return 3\n\n\ndef get_input
                 "\n\ndef get_init_inputs():\n    return []\n"
 
 BAD_PROBLEMS = [
-    pytest.param("DIR", ["problem is not a file"], id="directory"),
+    pytest.param("DIR", ["a problem directory must be a GPU MODE task, with a reference.py in it"], id="directory"),
     pytest.param(b"import torch\nx = '\xe9'\n", [":2:", "not UTF-8 text"], id="not-utf8"),
-    pytest.param("", ["missing Model, get_inputs, get_init_inputs", "it defines: nothing"], id="empty"),
+    pytest.param("", ["neither a KernelBench problem (Model, get_inputs, get_init_inputs) nor a GPU MODE task",
+                      "it defines: nothing"], id="empty"),
     pytest.param("import torch\n\nclass Model(torch.nn.Module:  # HERE\n    pass\n", ["syntax error", ":3:"],
                  id="syntax-error"),
     pytest.param("import torch\n\nclass Model(torch.nn.Module):\n    pass\n\nbreak  # HERE\n",

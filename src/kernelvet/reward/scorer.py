@@ -25,6 +25,7 @@ import uuid
 
 from .. import problems as builtin_problems
 from ..errors import UsageError
+from ..formats.gpumode import split_ref
 from .answer import compiles, extract_code
 from .shape import RewardShape
 
@@ -127,8 +128,9 @@ class Scorer:
         if not isinstance(ground_truth, str) or not ground_truth.strip():
             raise UsageError("ground_truth names no problem (expected a path, a built-in name or the problem's source)")
         text = ground_truth
-        if "\n" not in text and (os.path.exists(text) or text in builtin_problems.BUILTIN):
-            return os.path.abspath(text) if os.path.exists(text) else text
+        on_disk = "\n" not in text and os.path.exists(split_ref(text)[0])   # a GPU MODE task may name a case
+        if on_disk or ("\n" not in text and text in builtin_problems.BUILTIN):
+            return os.path.abspath(text) if on_disk else text
         if any(mark in text for mark in _SOURCE_MARKS):
             path = os.path.join(self._dir, f"problem_{hashlib.sha256(text.encode()).hexdigest()[:24]}.py")
             if not os.path.exists(path):
