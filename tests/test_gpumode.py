@@ -199,6 +199,50 @@ def test_tolerance_of_a_checker_that_computes_it_is_not_guessed(tmp_path):
     assert prob.tolerance is None and "cannot be read" in prob.tolerance_from
 
 
+def _declared(source: str):
+    import ast
+    import types
+    from kernelvet.formats import gpumode_tolerance
+    module = types.ModuleType("m")
+    exec(compile(source, "m.py", "exec"), module.__dict__)
+    return gpumode_tolerance.read(ast.parse(source), vars(module))
+
+
+@pytest.mark.parametrize("checker, want", [
+    ("import torch\ndef check_implementation(data, output):\n"
+     "    return torch.allclose(output, data, rtol=1e-3, atol=2 * 1e-4)\n", 1e-3 + 2e-4),
+    ("import torch\ndef check_implementation(data, output):\n    return torch.allclose(output, data)\n",
+     1e-5 + 1e-8),                                                   # torch's own defaults
+    ("def close(a, b, rtol=3e-3, atol=1e-5):\n    return True\n"
+     "def check_implementation(data, output):\n    return close(output, data)\n", None),   # not a known name
+    ("def verbose_allclose(a, b, rtol=3e-3, atol=1e-5):\n    return []\n"
+     "def _both(data, output):\n    return verbose_allclose(output[0], data, atol=0.0) + "
+     "verbose_allclose(output[1], data, rtol=1e-2)\n"
+     "def check_implementation(data, output):\n    return _both(data, output)\n", 1e-2 + 1e-5),   # the loosest
+    ("import torch\ndef check_implementation(data, output):\n    return torch.equal(output, data)\n", 0.0),
+    ("x = 1\n", None),
+])
+def test_tolerance_reader_on_the_checkers_tasks_write(checker, want):
+    got = _declared(checker)
+    assert got.tolerance == (None if want is None else pytest.approx(want)), got
+
+
+@pytest.mark.skipif(not os.path.isdir(REFERENCE_KERNELS), reason="no copy of gpu-mode/reference-kernels in .gpumode/")
+@pytest.mark.parametrize("task, want", [
+    ("pmpp/vectoradd_py", 1e-5 + 1e-8), ("pmpp/grayscale_py", 2e-4), ("pmpp/conv2d_py", 2e-3),
+    ("pmpp/histogram_py", 0.0), ("pmpp/prefixsum_py", None), ("bioml/trimul", 4e-2),
+])
+def test_reference_kernels_tolerances_are_read(task, want):
+    """Read without drawing (these tasks draw on CUDA): the task's files, its cases, its checker."""
+    from kernelvet.formats import gpumode_tolerance
+    reference, yml = gpumode.locate(os.path.join(REFERENCE_KERNELS, task))
+    task_file = task_yml.read(yml)
+    assert task_file.tests and task_file.benchmarks
+    module, tree = gpumode.import_reference(reference, gpumode.task_files(reference, task_file))
+    got = gpumode_tolerance.read(tree, vars(module))
+    assert got.tolerance == (None if want is None else pytest.approx(want)), got
+
+
 # --------------------------------------------------------------------------- inputs
 
 def test_each_input_set_gets_its_own_secret_seed():
