@@ -47,6 +47,8 @@ def evaluate(ev) -> Finding:
             worst = (err, c)
     evidence = {"tolerance": tol, "reference_error": ev.reference_error, "errors": rows,
                 "excluded_unwritten": excluded, "declared_tolerance": ev.declared_tolerance}
+    if "task_check" in ev.extra:   # a GPU MODE task's own checker on one checked output (evidence only)
+        evidence["task_check"] = ev.extra["task_check"]
     if worst is None:
         return Finding(CheckId.PRECISION, Status.SKIP, "every checked output held poison (see unwritten-output)",
                        evidence)

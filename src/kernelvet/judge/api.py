@@ -17,7 +17,7 @@ from ..checks.source_scan import forbidden_for_aten_ops, scan_source
 from ..draws import Draws
 from ..errors import HarnessError, UsageError
 from ..evidence import Evidence
-from ..formats import kernelbench
+from ..formats import gpumode_check, kernelbench
 from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, CheckId
 from ..problem import Problem, load_problem, reference64
 from ..refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own_sets
@@ -320,6 +320,8 @@ class _Vet:
         # Before the worker ends and the next one starts: judged on the host, the checks' last
         # arithmetic ran ~0.4 s slower beside a spare's start-up on the H200 (CPU threads contended).
         t0 = time.monotonic()
+        if self.prob.spec.get("kind") == "gpumode":   # the task's own checker: evidence beside precision only
+            ev.extra["task_check"] = gpumode_check.own_check(self.prob.module, self.prob.spec["skeleton"], ev)
         self.findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
         self.phases["findings"] = time.monotonic() - t0
 
