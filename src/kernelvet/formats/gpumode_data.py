@@ -38,8 +38,8 @@ def flatten(data, where: str) -> tuple[object, list]:
             return {"v": x}
         if depth >= MAX_DEPTH:
             raise UsageError(f"{where}: generate_input() returned data nested deeper than {MAX_DEPTH} at data{at}")
-        if isinstance(x, (tuple, list)):
-            return {type(x).__name__ if type(x) in (tuple, list) else "tuple":
+        if isinstance(x, (tuple, list)):   # a named tuple is rebuilt as a plain one
+            return {"list" if isinstance(x, list) else "tuple":
                     [walk(v, depth + 1, f"{at}[{i}]") for i, v in enumerate(x)]}
         if isinstance(x, dict) and all(isinstance(k, str) for k in x):
             return {"dict": [[k, walk(v, depth + 1, f"{at}[{k!r}]")] for k, v in x.items()]}
