@@ -282,6 +282,13 @@ def test_a_task_without_a_seed_draws_from_the_seeded_global_generator(tmp_path):
         load_problem(fixed)
 
 
+def test_a_dtype_the_worker_cannot_carry_is_named(tmp_path):
+    fp8 = _task(tmp_path, "def generate_input(n=8, seed=0):\n    g = torch.Generator().manual_seed(seed)\n"
+                          "    return (torch.randn(n, generator=g).to(torch.float8_e4m3fn),)\n")
+    with pytest.raises(UsageError, match="returned a float8_e4m3fn tensor .tensor 0 of its data.; supported dtypes"):
+        load_problem(fp8)
+
+
 def test_data_structures_round_trip_around_the_same_tensors():
     x, w = torch.randn(3), torch.randn(2, 2)
     data = (x, {"w": w, "dim": 4, "mode": "fast", "none": None}, [1.5, True])

@@ -27,6 +27,7 @@ import types
 import torch
 
 from ..errors import UsageError
+from ..protocol import DTYPE_SIZES
 from . import gpumode_data, gpumode_tolerance, kernelbench, task_yml
 
 REFERENCE = "reference.py"
@@ -217,6 +218,10 @@ def probe(ns: types.SimpleNamespace, where: str):
         torch.manual_seed(seed)
         draws.append(ns.draw())
     (s1, a), (s2, b) = draws
+    for i, x in enumerate(a):
+        if isinstance(x, torch.Tensor) and str(x.dtype).removeprefix("torch.") not in DTYPE_SIZES:
+            raise UsageError(f"{where}: generate_input() returned a {str(x.dtype).removeprefix('torch.')} tensor "
+                             f"(tensor {i} of its data); supported dtypes: {', '.join(DTYPE_SIZES)}")
     if s1 != s2:
         raise UsageError(f"{where}: generate_input() returned data of another structure under another seed; "
                          "kernelvet draws every input set of a case the same way")
