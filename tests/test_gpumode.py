@@ -477,3 +477,13 @@ def test_reference_kernels_tasks_on_the_gpu(write, task, honest, cheat, catches)
     # the task's own submission (a torch composition) is no kernel under the default policy
     own = vet(os.path.join(ref, "submission.py"), ref, device="cuda")
     assert CheckId.LIBRARY_CALL in failed(own), summaries(own)
+
+
+def test_a_folder_of_tasks_is_a_problem_set_for_batch(tmp_path):
+    from kernelvet.batch import jobs
+    runs = tmp_path / "runs" / "rowsoftmax"
+    runs.mkdir(parents=True)
+    (runs / "s0.py").write_text("def custom_kernel(data):\n    return data[0]\n")
+    index = jobs.problem_index(TASKS)
+    assert index["vectoradd"] == VECTORADD and index["rowsoftmax"] == SOFTMAX
+    assert [(j.id, j.problem) for j in jobs.from_dirs(TASKS, str(tmp_path / "runs"))] == [("rowsoftmax/s0", SOFTMAX)]

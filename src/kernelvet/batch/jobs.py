@@ -153,7 +153,7 @@ def _unique(jobs: list[Job]) -> list[Job]:
 
 def problem_index(root: str) -> dict:
     """A problem tree's files by key: (level, number) for KernelBench's layout (`levelL/P_*.py`,
-    or `root` itself a `levelL` folder), else the file's stem."""
+    or `root` itself a `levelL` folder), else the file's stem, or a GPU MODE task folder's name."""
     if not os.path.isdir(root):
         raise UsageError(f"--problems {root}: {'not a directory' if os.path.exists(root) else 'no such directory'}")
     root = os.path.abspath(root)
@@ -173,6 +173,8 @@ def problem_index(root: str) -> dict:
         for name in sorted(os.listdir(root)):
             if name.endswith(".py") and not name.startswith("_"):
                 index[name[:-3]] = os.path.join(root, name)
+            elif os.path.isfile(os.path.join(root, name, "reference.py")):   # a GPU MODE task, by its folder's name
+                index[name] = os.path.join(root, name)
     if not index:
         raise UsageError(f"--problems {root}: no problem files (KernelBench's levelN/P_Name.py, or *.py)")
     return index
