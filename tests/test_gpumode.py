@@ -261,7 +261,8 @@ def test_each_input_set_gets_its_own_secret_seed():
 def _task(tmp_path, generate: str, name: str = "t") -> str:
     d = tmp_path / name
     d.mkdir()
-    (d / "reference.py").write_text(f"import torch\n\n\ndef ref_kernel(data):\n    return data[0] * 2\n\n\n{generate}\n")
+    (d / "reference.py").write_text("import torch\n\n\ndef ref_kernel(data):\n    return data[0] * 2\n\n\n"
+                                    f"{generate}\n")
     return str(d)
 
 

@@ -48,7 +48,8 @@ def remembers(pairs, device_type: str) -> bool:
 def evaluate(ev) -> Finding:
     fresh = [ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of]) for c in ev.records("warmup", "fresh")
              if not ev.poisoned(c) and c.output.shape == ev.refs64[c.values_of].shape]
-    tol = max(metrics.tolerance(ev.dtype, ev.reference_error, ev.declared_tolerance), OWN_SLACK * max(fresh, default=0.0))
+    tol = max(metrics.tolerance(ev.dtype, ev.reference_error, ev.declared_tolerance),
+              OWN_SLACK * max(fresh, default=0.0))
     evidence = {"tolerance": tol, "fresh_max_error": max(fresh, default=None)}
     for c in ev.records("overwrite"):
         if ev.poisoned(c):
