@@ -287,7 +287,7 @@ class _Vet:
             device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
             flops=self.flops, bytes_moved=self.bytes_moved, refs64=refs64, judged_on=judged_on,
             inputs=_Lazy(lambda k: [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in values[k]]),
-            reference_error=ref_run["error"], poison_words=poison_words, declared_tolerance=prob.tolerance,
+            reference_error=ref_run["error"], poison_words=poison_words, declared_tolerance=self.prob.tolerance,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
         ev.library_policy = policy
