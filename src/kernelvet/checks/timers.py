@@ -232,16 +232,27 @@ def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None 
     running = _net(req["judge_s"], req.get("main_wait_s"))
     load = req["judge_s"] / running if running > 0 else math.inf
     scale = min(load, BUSY_FACTOR)
-    fixed_s, rep_s, capped = _null_rep(null, (trusted or {}).get("timing"))
-    null_rep_s = rep_s * scale
     warm_s = req["warmup_ms"] / 1e3 * scale + (req["warmup_calls"] + 1) * per_call_bound / 1e3
-    wall = _per_call(req["judge_s"] - warm_s - fixed_s * scale, null_rep_s * req["reps"], calls)
-    # and the spin a CUDA rep starts with (sized from the candidate's own launch path), per rep
-    bound = per_call_bound + RATIO * null_rep_s * 1e3 + req.get("lead_ms", 0.0) * req["reps"] / max(calls, 1)
+    lead_ms = req.get("lead_ms", 0.0) * req["reps"] / max(calls, 1)
+
+    def against(fixed_s, rep_s):
+        """(per call by the judge's clock, the bound), the null priced at `fixed_s` and `rep_s`."""
+        null_rep_s = rep_s * scale
+        wall = _per_call(req["judge_s"] - warm_s - fixed_s * scale, null_rep_s * req["reps"], calls)
+        # and the spin a CUDA rep starts with (sized from the candidate's own launch path), per rep
+        return wall, per_call_bound + RATIO * null_rep_s * 1e3 + lead_ms, null_rep_s
+
+    fixed_s, rep_s, capped = _null_rep(null, (trusted or {}).get("timing"))
+    wall, bound, null_rep_s = against(fixed_s, rep_s)
     if wall <= bound:
         says = "agrees"
-    elif load > BUSY_FACTOR or (capped and _waited(null)):
-        says = "busy"   # the host (or the worker's own threads) kept the null request from a core
+    elif load > BUSY_FACTOR:
+        says = "busy"
+    elif capped and _waited(null):
+        # the host (or the worker's own threads) kept the null request from a core: if only the
+        # cap makes the request disagree, the null's price cannot be told
+        lenient_wall, lenient_bound, _ = against(*_null_rep(null, None)[:2])
+        says = "busy" if lenient_wall <= lenient_bound else "disagrees"
     else:
         says = "disagrees"
     return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
