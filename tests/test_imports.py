@@ -32,6 +32,8 @@ GROUPS = {
     # one module per check id, and what checks decide on and return
     "checks": "checks",
     "evidence": "records", "report": "records", "metrics": "records", "ids": "records",
+    # a big problem's outputs compared as they arrive, kept as the numbers the checks read
+    "compact": "records",
     # evidence gathering that decides nothing (the source resolver)
     "checks.source_scan": "analysis",
     # shared by every process: errors, devices, problems and their formats, dispatch modes
@@ -39,7 +41,7 @@ GROUPS = {
     "formats": "core", "dispatch_modes": "core",
     # outputs of any structure, argmax ties, the reference's weights: judge and worker agree on them
     "outputs": "core", "index_ties": "core", "weights": "core",
-    # what a problem's messages may carry, from its own shapes
+    # what a problem's messages may carry and a vet of it holds, from its own shapes
     "sizes": "core",
     # the practice corpus: cheats, honest kernels, the naive bench, the practice runner
     "practice": "practice",

@@ -167,10 +167,15 @@ def test_a_problem_too_large_for_the_device_is_named_with_its_sizes():
     assert sizes.fits(size, None) is None
     small = sizes.ProblemSize(1 << 20, 1 << 18, 1 << 18, 0, 0)
     assert sizes.fits(small, 141 << 30) is None
-    # the stated largest set fits, one a tenth larger does not
-    n = sizes.largest_fitting_set(141 << 30)
-    assert sizes.fits(sizes.ProblemSize(n, n // 4, n // 4, 0, 0), 141 << 30) is None
-    assert sizes.fits(sizes.ProblemSize(int(n * 1.1), n // 4, int(n * 1.1) // 4, 0, 0), 141 << 30)
+    # the stated largest set fits under the holding chosen for it, one a tenth larger does not
+    dev, host = 140 << 30, 128 << 30
+    n = sizes.largest_fitting_set(dev, host)
+    at_n = sizes.ProblemSize(n, n // 4, n // 4, 0, 0, output_itemsize=4)
+    hold = sizes.holding(at_n, dev, host)
+    assert sizes.fits(at_n, dev, hold=hold) is None and sizes.host_fits(at_n, host, hold=hold) is None
+    over = sizes.ProblemSize(int(n * 1.1), n // 4, int(n * 1.1) // 4, 0, 0, output_itemsize=4)
+    hold = sizes.holding(over, dev, host)
+    assert sizes.fits(over, dev, hold=hold) or sizes.host_fits(over, host, hold=hold)
 
 
 def test_inputs_that_run_out_of_memory_are_a_usage_error_not_the_files_fault(tmp_path):

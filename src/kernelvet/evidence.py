@@ -73,6 +73,10 @@ class Evidence:
         if output is not None:
             output = output.to(self.judged_on)
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
+        if output is not None and (self.extra.get("holding") or {}).get("lean"):
+            from . import compact
+            if phase in compact.PHASES:   # a big problem: compared now, a stand-in kept
+                compact.settle(self, self.calls[-1])
 
     def records(self, *phases: str) -> list[CallRecord]:
         return [c for c in self.calls if c.phase in phases and c.output is not None]
@@ -86,6 +90,10 @@ class Evidence:
         if key not in self._memo:
             self._memo[key] = (fn(*tensors), tensors)   # the tensors kept: their ids stay theirs
         return self._memo[key][0]
+
+    def known(self, fn, value, *tensors) -> None:
+        """Record fn(*tensors) as `value`, computed elsewhere (compact.py: on the tensors these stand in for)."""
+        self._memo[(getattr(fn, "__func__", fn), *map(id, tensors))] = (value, tensors)
 
     def poisoned(self, rec: CallRecord) -> int:
         if CheckId.UNWRITTEN_OUTPUT not in self.enabled:

@@ -1,5 +1,5 @@
 """How big a problem is, from what the judge itself computed: the message limits a worker must
-keep to, and whether the problem fits the device at all.
+keep to, what a vet of it holds and where (`footprint`, `holding`), and whether it fits at all.
 
 No fixed cap: a worker's message may carry at most what the problem's own outputs can take
 (every output counted at the widest dtype, 8 bytes, and at least as large as the largest input
@@ -11,6 +11,7 @@ protocol violation: no honest worker of this problem can need it.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import torch
 
@@ -18,9 +19,9 @@ MARGIN = 2               # slack on the largest tensor a message of this problem
 WIDEST = 8               # bytes per element of the widest dtype the protocol carries
 FLOOR_BYTES = 1 << 20    # tiny problems: a message may always carry this much
 
-# Input sets a worker holds at once while it vets a candidate (warm-up, fresh sets, the ordering
-# probe's, the unseen sets: see the judge's plan) and outputs it keeps beside them (one per set,
-# the timing run's first outputs, a batch of timed outputs): for `fits`.
+# The estimate problems were once refused by (`device_need`), kept for comparison
+# (bench/kernelbench_sizes.py): it undercounted the full plan and overcounted a lean one. What a
+# vet holds is `footprint`, below.
 SETS_HELD = 10
 OUTPUTS_HELD = 16
 
@@ -34,6 +35,8 @@ class ProblemSize:
     output_elements: int      # the reference's outputs, all of them
     weight_bytes: int         # parameters and buffers of the reference Model
     largest_weight: int       # elements of its largest parameter or buffer
+    output_itemsize: int = WIDEST   # bytes per element of the outputs the worker returns (unknown: the widest)
+    forward_bytes64: int = 0        # intermediates the float64 forward holds at once, where known (0: not known)
 
     @property
     def output_bytes(self) -> int:
@@ -49,9 +52,8 @@ class ProblemSize:
         return max(FLOOR_BYTES, outputs * self.per_output)
 
     def device_need(self) -> int:
-        """Bytes of device memory a vet of this problem needs, about (the candidate's own scratch
-        memory not counted): input sets and outputs held by the worker, the weights twice
-        (reference, then candidate), and the judge's float64 references when it judges there."""
+        """The old estimate of a vet's device memory: 10 input sets, 16 float64 outputs, the
+        weights twice (for comparison only; `footprint` counts what the plan holds)."""
         return SETS_HELD * self.input_bytes + OUTPUTS_HELD * self.output_bytes + 2 * self.weight_bytes
 
     def describe(self) -> str:
@@ -79,22 +81,29 @@ def _leaves(out) -> list[torch.Tensor]:
     return []
 
 
-def fits(size: ProblemSize, memory_bytes: int | None, what: str = "the device's") -> str | None:
-    """None if a problem of `size` fits a device of `memory_bytes`, else why not, in one line."""
-    if not memory_bytes:
-        return None
-    need = size.device_need()
-    if need <= memory_bytes:
-        return None
-    return (f"the problem needs about {_gib(need)} of device memory ({SETS_HELD} input sets and "
-            f"{OUTPUTS_HELD} outputs held at once; {size.describe()}), more than {what} {_gib(memory_bytes)}")
+def largest_fitting_set(device_bytes: int, host_bytes: int | None = None, output_to_input: float = 1.0) -> int:
+    """The largest input set (bytes, float32) a vet fits on a device of `device_bytes` (and a host of
+    `host_bytes`) under the holding `holding` picks, for outputs of `output_to_input` times its
+    elements in float32 and no weights (the docs quote this)."""
+    lo, hi = 0, int(device_bytes)
+    while hi - lo > 1 << 20:
+        mid = (lo + hi) // 2
+        if _fits_both(_set_of(mid, output_to_input), device_bytes, host_bytes):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
-def largest_fitting_set(memory_bytes: int, output_to_input: float = 1.0) -> int:
-    """The largest input set (bytes) that fits `memory_bytes`, for outputs `output_to_input` times
-    the input set's float32 size and no weights (the docs quote this)."""
-    per_input_byte = SETS_HELD + OUTPUTS_HELD * output_to_input * WIDEST / 4
-    return int(memory_bytes // per_input_byte)
+def _set_of(nbytes: int, output_to_input: float) -> ProblemSize:
+    n = nbytes // 4
+    out = max(int(n * output_to_input), 1)
+    return ProblemSize(n * 4, n, out, 0, 0, output_itemsize=4)
+
+
+def _fits_both(size: ProblemSize, device_bytes: int | None, host_bytes: int | None) -> bool:
+    hold = holding(size, device_bytes, host_bytes)
+    return not fits(size, device_bytes, hold=hold) and not host_fits(size, host_bytes, hold=hold)
 
 
 def _gib(n: int) -> str:
@@ -109,4 +118,201 @@ def is_out_of_memory(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("out of memory" in text.lower() or "DefaultCPUAllocator" in text
-                                              and "not enough memory" in text)
+                                              and ("not enough memory" in text or "can't allocate memory" in text))
+
+
+# -- what a vet holds, and where -------------------------------------------------------------
+#
+# The plan (judge.py) draws these input sets: the warm-up's, `fresh` checked sets, the overwrite's
+# values, the ordering probe's, `unseen` sets timed once each, up to `again` x `unseen` more for
+# re-measurements, and one per judge-clocked loop attempt. Each set's outputs come back to the
+# judge (the checked calls, the timing's first output per set, both sides of each unseen pair,
+# each loop's last output), and each key has a float64 reference. `footprint` counts, term by
+# term, what the judge and the worker hold at the plan's peak under a `Holding`.
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanCounts:
+    fresh: int = 3
+    unseen: int = 5
+    again: int = 2      # judge.UNSEEN_AGAIN
+    loops: int = 3      # judge.LOOP_ATTEMPTS
+    flush_bytes: int = 256 << 20   # the worker's L2 flush buffer (devices.FLUSH_MIN_BYTES at least)
+
+    @property
+    def keys(self) -> int:
+        """Input sets drawn, at most: warm-up, fresh, overwrite, probe, unseen, re-measurements, loops."""
+        return 3 + self.fresh + self.unseen * (1 + self.again) + self.loops
+
+    @property
+    def outputs(self) -> int:
+        """Outputs recorded for the checks, at most: warm-up, fresh, determinism, overwrite, two
+        probe attempts, the timing's first per fresh set, two per unseen request, one per loop."""
+        return 1 + self.fresh + 1 + 1 + 2 + self.fresh + 2 * self.unseen * (1 + self.again) + self.loops
+
+
+@dataclasses.dataclass(frozen=True)
+class Holding:
+    """Where a vet keeps what. `lean`: the worker frees each set it was sent for one request
+    (warm-up, probe, unseen, loop) once that request is answered, keeping only the fresh sets the
+    timing rotates over; the judge drops its drawn copy of such a set once sent and its float64
+    reference made, and compares the outputs of the timing (timed, unseen, loop) as they arrive,
+    keeping their numbers, not the tensors (compact.py). `judge_on_host`: the float64 references
+    (computed on the device) and the outputs the checks compare are kept on the host, leaving the
+    device to the worker."""
+
+    lean: bool = False
+    judge_on_host: bool = False
+    output_itemsize: int = 0   # the reference's output dtype's, from the shape-only run (0: not known)
+
+    def describe(self) -> str:
+        if not self.lean:
+            return "full"
+        return "lean, judged on the host" if self.judge_on_host else "lean"
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+    device: int
+    host: int
+    device_terms: dict
+    host_terms: dict
+
+
+def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(), judge_device: bool = True) -> Footprint:
+    """Bytes a vet of `size` holds at its peak on the device and on the host, under `hold`
+    (`judge_device`: the judge compares on the device at all; a small CUDA problem and every CPU
+    run are judged on the host). The candidate's own scratch memory is not counted."""
+    s, o, o64, w = size.input_bytes, size.output_elements * size.output_itemsize, size.output_bytes, size.weight_bytes
+    worker_sets = plan.fresh + 1 if hold.lean else plan.keys - 1   # the overwrite's values land in a fresh set
+    device = {
+        "worker input sets": worker_sets * s,
+        # a call's copy of its inputs (inputs_changed), a seen set's values saved while an unseen one visits
+        "worker input copies": 2 * s,
+        # the timing's first output per set, one queued, the call's own, a comparison
+        "worker outputs": (plan.fresh + 3) * o,
+        "worker weights": w,
+        "worker flush buffer": plan.flush_bytes,
+        # the float64 reference being made: weights and inputs in float64, the forward's intermediates
+        "reference64 in the making": 2 * w + 3 * s + max(size.forward_bytes64, o64),
+    }
+    host = {
+        "judge input sets": (plan.fresh + 3 if hold.lean else plan.keys) * s,   # + two drawn ahead, one in use
+        "judge weights": 2 * w,   # the reference model and the fresh values handed over
+        "messages in flight": max(s, o) + w,
+    }
+    if not judge_device:   # the judge's float64 references are made where it judges
+        host["reference64 in the making"] = device.pop("reference64 in the making")
+    judged = host if hold.judge_on_host or not judge_device else device
+    # lean: every output but the fresh sets' and the determinism call's compared as it arrives and
+    # dropped, with the references of the sets used for it alone (compact.py); one being compared,
+    # and an unseen request's two outputs in hand
+    judged["judge float64 references"] = (plan.fresh + 2 if hold.lean else plan.keys) * o64   # + the overwrite's
+    judged["judge recorded outputs"] = (plan.fresh + 3 if hold.lean else plan.outputs) * o
+    judged["judge fresh inputs (identity)"] = plan.fresh * s if judged is device else 0
+    return Footprint(sum(device.values()), sum(host.values()), device, host)
+
+
+def reference_alone(size: ProblemSize) -> int:
+    """What running the reference once takes: one input set, its outputs, weights and the forward's intermediates."""
+    return size.input_bytes + size.output_elements * size.output_itemsize + size.weight_bytes + size.forward_bytes64 // 2
+
+
+HEADROOM = 0.9   # of a memory, what a vet may plan to fill (the allocator's fragmentation, the candidate's scratch)
+
+
+def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
+            plan: PlanCounts = PlanCounts(), judge_device: bool = True) -> Holding:
+    """The leanest-needed holding that fits: the full plan if it fits both memories, else lean,
+    else lean with the judge's references and outputs on the host (whichever fits, in that order;
+    the last one when none does, for `fits` to name)."""
+    for hold in (Holding(), Holding(lean=True), Holding(lean=True, judge_on_host=True)):
+        fp = footprint(size, hold, plan, judge_device)
+        if (not device_bytes or fp.device <= HEADROOM * device_bytes) and (not host_bytes or fp.host <= HEADROOM * host_bytes):
+            return hold
+    return hold
+
+
+def fits(size: ProblemSize, memory_bytes: int | None, what: str = "the device's", hold: Holding = Holding(),
+         judge_device: bool = True) -> str | None:
+    """None if a vet of `size` under `hold` fits a device of `memory_bytes`, else why not, in one line."""
+    if not memory_bytes:
+        return None
+    need = footprint(size, hold, judge_device=judge_device).device
+    if need <= memory_bytes:
+        return None
+    return (f"the problem needs about {_gib(need)} of device memory ({hold.describe()} plan; {size.describe()}), "
+            f"more than {what} {_gib(memory_bytes)}")
+
+
+def host_fits(size: ProblemSize, memory_bytes: int | None, hold: Holding = Holding(), judge_device: bool = True) -> str | None:
+    """As `fits`, for the host's memory (the judge's input sets, and its references when judged there)."""
+    if not memory_bytes:
+        return None
+    need = footprint(size, hold, judge_device=judge_device).host
+    if need <= memory_bytes:
+        return None
+    return (f"the problem needs about {_gib(need)} of host memory ({hold.describe()} plan; {size.describe()}), "
+            f"more than the host's {_gib(memory_bytes)}")
+
+
+def shape_only(model: torch.nn.Module, inputs: list) -> ProblemSize | None:
+    """The problem's size from one run of a copy of `model` on the meta device (shapes propagate,
+    nothing is computed or allocated); None where an op has no meta kernel."""
+    import copy
+    try:   # a copy whose weights are meta tensors (no data copied), so that the forward changes nothing of the model
+        tensors = [*model.parameters(), *model.buffers()]
+        meta = copy.deepcopy(model, memo={id(t): _meta_like(t) for t in tensors})
+        args = tuple(x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs)
+        with torch.no_grad():
+            out = meta(*args)
+    except Exception:  # noqa: BLE001 - no meta kernel: the judge measures after its first reference
+        return None
+    leaves = _leaves(out)
+    if not leaves and not isinstance(out, (bool, int, float)):
+        return None
+    size = measure(inputs, None, model)
+    return dataclasses.replace(size, output_elements=sum(t.numel() for t in leaves) or 1,
+                               output_itemsize=max((t.element_size() for t in leaves), default=4))
+
+
+def host_memory() -> int | None:
+    """The host's physical memory in bytes (None where unknown)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    meta = t.detach().to("meta")
+    return torch.nn.Parameter(meta, t.requires_grad) if isinstance(t, torch.nn.Parameter) else meta
+
+
+def memories(dev: torch.device) -> tuple[int | None, int | None]:
+    """(device memory, host memory) in bytes; None where unknown. A CUDA device's is read from its
+    properties (GPU path: the judge only asks when it judges on that device anyway)."""
+    if dev.type != "cuda":
+        return None, host_memory()
+    try:
+        return int(torch.cuda.get_device_properties(dev).total_memory), host_memory()
+    except Exception:  # noqa: BLE001 - a device the worker will describe (and fail on) itself
+        return None, host_memory()
+
+
+def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_device: bool) -> Holding:
+    """The holding a vet on `dev` follows (the judge calls this before any float64 reference): the
+    full plan for a problem that fits it, else the leanest needed. On the CPU the worker's "device"
+    is its share of the host (containment.default_mem_bytes: half of it). A small CUDA problem,
+    judged on the host, is never lean; a problem whose size the meta device cannot tell keeps the
+    full plan."""
+    if dev.type == "cuda" and not judge_device:
+        return Holding()
+    size = shape_only(model, inputs)
+    if size is None:
+        return Holding()
+    device_bytes, host_bytes = memories(dev)
+    if dev.type != "cuda":
+        device_bytes = host_bytes // 2 if host_bytes else None
+    hold = holding(size, device_bytes, host_bytes, judge_device=judge_device and dev.type == "cuda")
+    return dataclasses.replace(hold, output_itemsize=size.output_itemsize)

@@ -26,7 +26,7 @@ from . import sandbox as sandboxing
 _REPLY_FIELDS = {
     "hello": {"pid", "ppid", "torch", "python"},
     "loaded": {"import_s", "build_s", "parameters"},
-    "ok": {"same_pointers"},
+    "ok": {"same_pointers", "sets_held"},
     "output": {"wall_s", "call_index", "py_threads_new", "native_threads", "children_new", "type",
                "exact_tensor", "aten_ops", "storage_ptr", "device", "changed_after_return", "inputs_changed",
                "py_threads_after_settle", "guard_overrun", "after_return", "same_storage_as_call"},

@@ -24,6 +24,7 @@ from ..refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own
 from ..report import Report, Status, Timing, Verdict
 from .assembly import _mark_not_run, _vouched_times
 from .bodies import _load_body
+from .lean import _moved
 from .placement import _judged_on
 from .plan import Plan
 from .policy import _BELOW_DISPATCHER, _library_policy, _parse_allow
@@ -224,6 +225,9 @@ class _Vet:
         # CUDA, else the device, where the arithmetic over large outputs costs milliseconds.
         judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP]) if shared is None \
             else (shared.judged_on, None)
+        # A big problem: what the judge and the worker hold, and where (sizes.py, holding)
+        self.hold = sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda")
+        self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
         self._references(draw, first_ref)
 
@@ -236,7 +240,7 @@ class _Vet:
 
         def reference_of(k):   # a shared reference keeps it: it refers to no more of this vet than that
             try:
-                return reference64(model, values[k], judged_on)
+                return _moved(reference64(model, values[k], self.made_on), judged_on)
             except (UsageError, HarnessError):
                 raise
             except Exception as exc:
@@ -260,6 +264,8 @@ class _Vet:
         # The limits of every reply follow from the problem: outputs per message at most the
         # timing run's first outputs (one per set it timed) and one more.
         self.size = sizes.measure(values[fresh[0]], refs64[fresh[0]], model)
+        if self.hold.output_itemsize:   # the outputs the worker returns, at their own dtype (not float64)
+            self.size = dataclasses.replace(self.size, output_itemsize=self.hold.output_itemsize)
         self.floor = metrics.error_floor(values[fresh[0]], refs64[fresh[0]])
         self.w.max_blob_bytes = self.size.message_limit(len(fresh) + len(self.keys.unseen) + 1)
         self.refs64 = refs64
@@ -269,7 +275,7 @@ class _Vet:
         prob = self.prob
         self.ref_run = _run_reference(self.w, self.dev, self.values, self.keys.fresh, self.refs64, self.settings,
                                       prob.path or prob.name, self.size, self.floor, max(self.timeout, 120.0),
-                                      price_nulls=price_nulls)
+                                      price_nulls=price_nulls, hold=self.hold)
         self.phases["reference"] = time.monotonic() - t0
         # a spare's: off this vet's clock, unless waited for
         self.phases["worker-device-start"] = self.ref_run["spare_start_s"]
@@ -308,6 +314,7 @@ class _Vet:
         ev.extra["reference_weights"] = [[name, list(t.shape), is_param] for name, t, is_param in self.state]
         ev.extra["weights_state"] = self.state
         ev.extra["reused_output"] = self.settings.reused_output
+        ev.extra["holding"] = dataclasses.asdict(self.hold)
 
     def run_candidate(self, entry, waived, audit: str) -> None:
         keys, ev = self.keys, self.ev

@@ -18,6 +18,7 @@ from ..evidence import Evidence
 from ..ids import CheckId
 from . import null_prices
 from .bodies import _decode_output, _encode_set, _faults_kept, _load_body, _time_body
+from .lean import _let_go
 from .policy import _audit_wanted, _early_failure, _policy_needs_trace
 from .settings import LOOP_ATTEMPTS, Settings, _LOOP, _OVERWRITE, _PROBE, _WARMUP
 
@@ -131,6 +132,7 @@ class Plan:
         t0 = time.monotonic()
         self.call("warmup", _WARMUP, trace=CheckId.LIBRARY_CALL in on)
         phases["first-call"] = time.monotonic() - t0   # compilation or a compile-cache load, mostly
+        self.placed -= _let_go(w, ev, self.values, _WARMUP)
         ev.reached.add("warmup")
         if self.stop_if_failed("the warm-up call"):
             return False
@@ -148,6 +150,7 @@ class Plan:
             ev.overwrite_same_pointers = bool(msg.body.get("same_pointers"))
             self.set_values[a] = _OVERWRITE
             self.call("overwrite", a, deep_paint=True)
+            _let_go(w, ev, self.values, _OVERWRITE, worker=False)   # its values live in set A's storages
             ev.reached.add("overwrite")
         if self.stop_if_failed("the checked calls"):
             phases["checks"] = time.monotonic() - t0
@@ -161,6 +164,7 @@ class Plan:
             t1 = time.monotonic()
             self.upload(_PROBE)
             ev.probe = self.ordering_probe(_PROBE)
+            self.placed -= _let_go(w, ev, self.values, _PROBE)
             phases["probe"] = time.monotonic() - t1
         phases["checks"] = time.monotonic() - t0
         return True
@@ -236,6 +240,7 @@ class Plan:
                     "reps": 1, "min_reps": 1, "budget_ms": 0.0, "warmup": 0, "warmup_ms": 0.0, "null_reps": 0}
             msg = self.record("timing", None, self.w.request("time", body, blobs, max_blob_bytes=self.max_blob))
             self.timed_outputs(msg, (k,))
+            _let_go(self.w, ev, self.values, k)
             ev.timing = _faults_kept(ev.timing or {}, msg.body)
             pairs += [tuple(p) for p in msg.body.get("unseen_pairs", [])]
             ev.extra["unseen_in_place"] = ev.extra.get("unseen_in_place", 0) + int(msg.body.get("unseen_in_place") or 0)
@@ -317,6 +322,7 @@ class Plan:
                 reported = statistics.median(times)
             attempt = {**self.judge_clocked_loop(self.fresh[1], reported, (_LOOP + i, self.values[_LOOP + i])),
                        "reported_ms": reported, "times_ms": list(times)}
+            _let_go(self.w, ev, self.values, _LOOP + i)
             attempts.append(attempt)
             if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
                 break

@@ -47,7 +47,7 @@ class _Lazy(dict):
 # the worker, the sets and their references, and the problem's limits: what the run is checked against
 def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
                    size: "sizes.ProblemSize | None" = None, floor: float = 0.0, timeout: float = 0.0,
-                   price_nulls: bool = True) -> dict:
+                   price_nulls: bool = True, hold: "sizes.Holding" = sizes.Holding()) -> dict:
     """The reference implementation, first in the worker: output dtype, its own error, its timing,
     its ops; the null requests' trusted prices (`price_nulls`: for `timers`); and the worker's
     description of the device, from its `prepared` answer. A problem
@@ -57,8 +57,10 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         # a CUDA device's memory; on the CPU, the data memory the worker is limited to
         limit = ((getattr(w, "containment", None) or {}).get("limits") or {}).get("mem_bytes")
         memory = prepared["device_info"].get("memory_bytes")
-        too_big = (sizes.fits(size, memory) if memory else
-                   sizes.fits(size, limit, "the worker's memory limit of"))
+        too_big = (sizes.fits(size, memory, hold=hold) if memory else
+                   sizes.fits(size, limit, "the worker's memory limit of", hold=hold, judge_device=False))
+        if memory and not too_big:   # a CUDA run: the judge's input sets (and references, judged there) on the host
+            too_big = sizes.host_fits(size, sizes.host_memory(), hold=hold)
         if too_big:
             raise UsageError(f"{name}: {too_big}")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import gc
 import importlib.util
@@ -21,6 +22,8 @@ from .bindings import _Bound, _memory_stats, _same_bits, global_state
 from .observe import AUDIT_MAX, _AtenTrace, _children, _cpu_event, _materialize, _native_threads, _own_binaries, _type_name
 from .reps import _Reps
 
+_Like = collections.namedtuple("_Like", "shape dtype device")   # what a null rep's output is made like
+
 
 # Requests the judge may send, and the body fields each may carry.
 REQUESTS = {
@@ -35,7 +38,7 @@ REQUESTS = {
     "probe": frozenset({"set", "sleep_ms"}),
     "audit": frozenset({"set", "sleep_ms", "own", "ops"}),
     "prepare": frozenset({"device", "flush_factor"}),
-    "release": frozenset({"empty_cache"}),
+    "release": frozenset({"empty_cache", "sets"}),
     "integrity": frozenset(),
     "bye": frozenset(),
 }
@@ -65,7 +68,7 @@ class Worker:
         self.held: list[tuple[int, torch.Tensor]] = []   # (call index, output) of recent calls, kept alive
         self.reused_storage = False   # a call returned the storage of an earlier output still held
         # the first output of each set in the last timing request: what a null rep returns in its place
-        self.timed_like: dict[int, torch.Tensor] = {}
+        self.timed_like: dict[int, "_Like"] = {}
 
     # -- plumbing -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -261,10 +264,15 @@ class Worker:
         return "ok", {"same_pointers": ptrs_before == [t.data_ptr() for t in old]}, []
 
     def _do_release(self, msg):
+        # `sets`: input sets the judge will not use again (a big problem's sets sent for one request)
+        for s in msg.body.get("sets") or ():
+            self.sets.pop(int(s), None)
+            self.out_buffers.pop(int(s), None)
+            self.timed_like.pop(int(s), None)
         gc.collect()
         if msg.body.get("empty_cache") and self.device.type == "cuda":
-            self.bound.empty_cache()
-        return "ok", {}, []
+            self.bound.empty_cache()   # GPU path: the freed sets' blocks go back to the device
+        return "ok", {"sets_held": len(self.sets)}, []
 
     def _do_call(self, msg):
         """One observed call: threads, type, stability, inputs, and the output itself."""
@@ -433,7 +441,8 @@ class Worker:
         rec.collect()
         self.reused_storage = self.reused_storage or rec.copy_outputs
         if not b.get("null"):
-            self.timed_like.update(rec.first)
+            # shapes only: a null rep allocates its own output of that shape (no output kept alive for it)
+            self.timed_like.update({s: _Like(tuple(t.shape), t.dtype, t.device) for s, t in rec.first.items()})
         null_drains = []
         if self.device.type == "cuda" and int(b["null_reps"]):
             rec.drain_pairs(sets, int(b["null_reps"]))

@@ -1,0 +1,44 @@
+"""A lean holding's judge side (sizes.Holding): sets let go once their one request is answered,
+and float64 references made on the device kept where the checks compare."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .. import compact
+from ..evidence import Evidence
+
+
+def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
+    """Under a lean holding, a set used for one request is let go once answered: the worker frees
+    it, the judge keeps its float64 reference and drops its drawn copy. Returns the keys the
+    worker no longer holds."""
+    if not (ev.extra.get("holding") or {}).get("lean"):
+        return set()
+    ref = ev.refs64[key]   # made now, while the values are here
+    if ref.is_cuda:   # GPU path: the judge's float64 work done before the worker's next timed request
+        torch.cuda.synchronize(ref.device)
+    if worker:   # a set the worker held for one request: its reference served that request alone
+        compact.drop_reference(ev, key)
+    for held in (values, getattr(values, "_own", None)):
+        if held is not None:
+            held.pop(key, None)
+    if not worker:
+        return set()
+    msg = w.request("release", {"sets": [key]})
+    ev.extra["worker_sets_held"] = max(ev.extra.get("worker_sets_held", 0), int(msg.body.get("sets_held") or 0))
+    return {key}
+
+
+def _moved(ref: torch.Tensor, where: torch.device) -> torch.Tensor:
+    """A float64 reference made on the device, kept where the checks compare (a big problem's on
+    the host), with its argmax/argmin ties."""
+    if ref.device == where:
+        return ref
+    ties = getattr(ref, "index_ties", None)
+    out = ref.to(where)
+    if ties is not None:
+        out.index_ties = dataclasses.replace(ties, values=ties.values.to(where))
+    return out

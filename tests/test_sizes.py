@@ -1,0 +1,319 @@
+"""What a vet holds, and where: the footprint a big problem's plan is sized by, the lean holding
+that frees what one request used, the shape-only estimate of KernelBench problems, and problems
+whose inputs or reference run out of memory."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+
+import pytest
+import torch
+
+from kernelvet import checks, judge, sizes, vet
+from kernelvet.judge import plan
+from kernelvet.errors import UsageError
+from kernelvet.ids import CheckId
+from kernelvet.practice import by_name
+from kernelvet.report import Verdict
+
+from .matrix import failed, vet_entry
+from .test_problem_data import QUICK, as_candidate, problem, write
+
+_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench", "kernelbench_sizes.py")
+_spec = importlib.util.spec_from_file_location("kernelbench_sizes", _TOOL)
+tool = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = tool   # its dataclasses look their module up
+_spec.loader.exec_module(tool)
+KB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kb_problems")
+
+
+# -- the footprint ----------------------------------------------------------------------------
+
+def test_a_lean_holding_holds_fewer_sets_and_judging_on_the_host_leaves_the_device_to_the_worker():
+    size = sizes.ProblemSize(input_bytes=1 << 30, largest_input=1 << 28, output_elements=1 << 28, weight_bytes=0,
+                             largest_weight=0, output_itemsize=4)
+    plan = sizes.PlanCounts()
+    full, lean = sizes.footprint(size, sizes.Holding()), sizes.footprint(size, sizes.Holding(lean=True))
+    host = sizes.footprint(size, sizes.Holding(lean=True, judge_on_host=True))
+    assert full.device_terms["worker input sets"] == (plan.keys - 1) << 30
+    assert lean.device_terms["worker input sets"] == (plan.fresh + 1) << 30
+    assert lean.host_terms["judge input sets"] < full.host_terms["judge input sets"]
+    # judged on the host: the references and recorded outputs move off the device, none vanish
+    assert "judge float64 references" not in host.device_terms
+    assert host.host_terms["judge float64 references"] == lean.device_terms["judge float64 references"]
+    # lean: the references of sets used once and the timing's outputs compared and dropped (compact.py)
+    assert full.device_terms["judge float64 references"] == plan.keys * (1 << 28) * 8
+    assert lean.device_terms["judge float64 references"] == (plan.fresh + 2) * (1 << 28) * 8
+    assert lean.device_terms["judge recorded outputs"] < full.device_terms["judge recorded outputs"] / 3
+    assert host.device < lean.device < full.device
+    # the holding chosen is the first that fits
+    assert sizes.holding(size, 1 << 40, 1 << 40) == sizes.Holding()
+    assert sizes.holding(size, int(lean.device / sizes.HEADROOM) + (1 << 20), 1 << 40) == sizes.Holding(lean=True)
+    assert sizes.holding(size, int(host.device / sizes.HEADROOM) + (1 << 20), 1 << 40) == \
+        sizes.Holding(lean=True, judge_on_host=True)
+
+
+def test_a_problem_too_big_under_every_holding_is_named_with_the_plan_and_sizes():
+    size = sizes.ProblemSize(input_bytes=64 << 30, largest_input=16 << 30, output_elements=16 << 30, weight_bytes=0,
+                             largest_weight=0, output_itemsize=4)
+    hold = sizes.holding(size, 140 << 30, 128 << 30)
+    assert hold == sizes.Holding(lean=True, judge_on_host=True)
+    why = sizes.fits(size, 140 << 30, hold=hold)
+    assert why and "lean, judged on the host plan" in why and "one input set 64.0 GiB" in why and "140.0 GiB" in why
+
+
+def test_the_shape_only_estimate_allocates_nothing_and_agrees_with_the_measured_size():
+    model = torch.nn.Linear(512, 256)
+    x = torch.randn(64, 512)
+    est = sizes.shape_only(model, [x])
+    got = sizes.measure([x], model(x).double(), model)
+    assert est is not None and est.output_itemsize == 4
+    for field in ("input_bytes", "largest_input", "output_elements", "weight_bytes", "largest_weight"):
+        assert getattr(est, field) == getattr(got, field), field
+    assert next(model.parameters()).device.type == "cpu"   # a copy went to meta, not the model
+
+
+class _Caching(torch.nn.Module):
+    """A reference that keeps what its first call made (a mask, a plan) on itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.kept = None
+
+    def forward(self, x):
+        if self.kept is None:
+            self.kept = torch.ones_like(x)
+        return self.lin(x) * self.kept
+
+
+def test_the_shape_only_run_leaves_the_model_as_it_was():
+    model = _Caching()
+    est = sizes.shape_only(model, [torch.randn(4, 8)])
+    assert est is not None and est.output_elements == 32 and est.weight_bytes == (64 + 8) * 4
+    assert model.kept is None and model.lin.weight.device.type == "cpu"
+
+
+# -- the lean plan, on the CPU ----------------------------------------------------------------
+
+def _lean(monkeypatch):
+    """Every vet lean (on the CPU a problem is judged on the host and never needs it), and a record
+    of the sets the worker held after each release."""
+    held, dropped = [], []
+    real = plan._let_go
+
+    def spy(w, ev, values, key, worker=True):
+        out = real(w, ev, values, key, worker)
+        held.append(ev.extra.get("worker_sets_held"))
+        dropped.append(key not in values)
+        return out
+
+    monkeypatch.setattr(sizes, "holding_for", lambda *a: sizes.Holding(lean=True))
+    monkeypatch.setattr(plan, "_let_go", spy)
+    return held, dropped
+
+
+def _evidence(monkeypatch) -> list:
+    seen = []
+    real = checks.evaluate_all
+
+    def spy(ev, waived):
+        seen.append(ev)
+        return real(ev, waived)
+
+    monkeypatch.setattr(checks, "evaluate_all", spy)
+    return seen
+
+
+def test_a_lean_vet_frees_each_set_after_its_one_request_and_passes_an_honest_kernel(monkeypatch):
+    held, dropped = _lean(monkeypatch)
+    evs = _evidence(monkeypatch)
+    report = vet_entry(by_name("softmax"), "cpu")
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert held and dropped and all(dropped)
+    # warm-up, probe, unseen and loop sets freed: the worker keeps only the fresh sets the timing rotates
+    assert max(h for h in held if h is not None) <= judge.Settings().fresh_sets
+    # the timing's outputs compared as they came and dropped, with the references of the sets used once
+    ev = evs[-1]
+    kept = {c.phase: c.output.device.type for c in ev.calls if c.output is not None}
+    assert {kept[p] for p in ("warmup", "overwrite", "timed", "unseen", "loop")} == {"meta"}, kept
+    assert kept["fresh"] == kept["determinism"] == "cpu", kept   # identity and determinism compare them
+    assert all(ev.refs64[c.values_of].device.type == "meta" for c in ev.records("warmup", "unseen", "loop"))
+    assert all(ev.refs64[c.values_of].device.type == "cpu" for c in ev.records("fresh", "timed"))
+
+
+# Right in the checked calls (warm-up, three fresh sets, the determinism and overwrite calls), then
+# zeros: only the timing's outputs are wrong, which a lean vet keeps as numbers, not tensors.
+RIGHT_THEN_ZEROS = """
+
+class ModelNew(Model):
+    calls = 0
+
+    def forward(self, *xs):
+        ModelNew.calls += 1
+        out = super().forward(*xs)
+        return out if ModelNew.calls <= 6 else torch.zeros_like(out)
+"""
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_a_wrong_output_seen_only_in_the_timing_is_caught_whether_kept_or_compared_and_dropped(tmp_path, monkeypatch,
+                                                                                             lean):
+    if lean:
+        _lean(monkeypatch)
+    text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
+    ref = write(tmp_path, "affine.py", text)
+    report = vet(write(tmp_path, "c.py", text + RIGHT_THEN_ZEROS), ref, device="cpu", settings=QUICK,
+                 allow=(CheckId.LIBRARY_CALL,))
+    assert report.verdict is Verdict.REJECT
+    assert CheckId.CACHING in failed(report), [f.summary for f in report.failed]
+    assert "wrong" in report.finding(CheckId.CACHING).summary
+
+
+@pytest.mark.parametrize("name", ["pointer_cache", "content_cache"])
+def test_a_lean_vet_still_rejects_a_cache_a_freed_storage_could_feed(name, monkeypatch):
+    """A set sent later may land in a storage a freed one had: an answer remembered by pointer is
+    then stale there, and every such output is still checked (by `precision`, where the full plan's
+    sets never share a storage and `caching` alone sees it)."""
+    _lean(monkeypatch)
+    entry = by_name(name)
+    report = vet_entry(entry, "cpu")
+    assert report.verdict is Verdict.REJECT, report.dumps()
+    assert failed(report) & {CheckId.CACHING, CheckId.PRECISION}, [f.summary for f in report.failed]
+
+
+# -- memory the machine does not have -----------------------------------------------------------
+
+@pytest.mark.parametrize("raise_", ["raise MemoryError()",
+                                    "raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 64.00 GiB')",
+                                    "raise RuntimeError('[enforce fail at alloc_cpu.cpp:117] . DefaultCPUAllocator: "
+                                    "can\\'t allocate memory: you tried to allocate 68719476736 bytes.')"])
+@pytest.mark.parametrize("where", ["inputs", "init", "ctor"])
+def test_a_problem_that_runs_out_of_memory_is_one_line_naming_memory_not_the_file(tmp_path, raise_, where):
+    text = problem("return xs[0] * 2",
+                   raise_ if where == "inputs" else "return [torch.randn(4, 4)]",
+                   init=raise_ if where == "init" else "return []",
+                   ctor=f"if True: {raise_}" if where == "ctor" else "pass")
+    ref = write(tmp_path, "big.py", text)
+    with pytest.raises(UsageError) as got:
+        vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", settings=QUICK)
+    msg = str(got.value)
+    assert "ran out of memory" in msg and "\n" not in msg, msg
+    assert not re.search(r"big\.py:\d", msg) and "syntax" not in msg.lower(), msg   # no line of the file blamed
+
+
+def test_a_reference_forward_that_runs_out_of_memory_is_one_line(tmp_path):
+    text = problem("raise MemoryError()", "return [torch.randn(4, 4)]")
+    ref = write(tmp_path, "fwd.py", text)
+    with pytest.raises(UsageError) as got:
+        vet(write(tmp_path, "c.py", as_candidate(text, "return xs[0]")), ref, device="cpu", settings=QUICK)
+    msg = str(got.value)
+    assert "ran out of memory" in msg and "\n" not in msg and not re.search(r"fwd\.py:\d", msg), msg
+
+
+# -- the KernelBench sizes tool ---------------------------------------------------------------
+
+def test_the_sizes_tool_reads_every_shape_without_allocating_and_agrees_with_a_real_draw():
+    for name in sorted(os.listdir(KB)):
+        if not name.startswith("l"):
+            continue
+        path = os.path.join(KB, name)
+        sh = tool.shapes(path)
+        assert sh.error is None and sh.how == "meta", (name, sh.error)
+        from kernelvet.problem import load_problem, reference64
+        prob = load_problem(path)
+        model = prob.build_model(prob.init_inputs(), 0)
+        inputs = prob.draw_inputs(1)
+        real = sizes.measure(inputs, reference64(model, inputs, "cpu"), model)
+        est = sh.size()
+        for field in ("input_bytes", "largest_input", "output_elements", "weight_bytes", "largest_weight"):
+            assert getattr(est, field) == getattr(real, field), (name, field)
+
+
+def test_the_sizes_tool_names_a_problem_it_cannot_size(tmp_path):
+    bad = tmp_path / "1_Nonzero.py"
+    # values read into NumPy: neither a meta tensor nor a fake one has any
+    bad.write_text(problem("return xs[0] + float(xs[0].numpy().sum())", "return [torch.randn(8, 8)]"))
+    sh = tool.shapes(str(bad))
+    assert sh.error and "meta:" in sh.error and "fake:" in sh.error, sh
+
+
+def test_the_sizes_table_flags_what_the_old_estimate_refused_and_the_new_plan_fits(tmp_path):
+    level = tmp_path / "KB" / "level1"
+    level.mkdir(parents=True)
+    # 4 GiB of float32 in, 4 GiB out: the old estimate (10 sets, 16 float64 outputs) refuses it on an H200
+    (level / "19_ReLU.py").write_text(problem("return torch.relu(xs[0])", "return [torch.randn(1 << 14, 1 << 16)]"))
+    (level / "1_Small.py").write_text(problem("return xs[0] @ xs[1]", "return [torch.randn(64, 64), torch.randn(64, 64)]"))
+    out = tmp_path / "out"
+    assert tool.main(["--kernelbench", str(tmp_path / "KB"), "--levels", "1", "--out", str(out)]) == 0
+    import json
+    data = json.load(open(out / "sizes.json"))
+    rows = {r["problem"]: r for r in data["problems"]}
+    relu, small = rows["19_ReLU.py"], rows["1_Small.py"]
+    assert relu["input_set_bytes"] == 4 << 30 and relu["output_bytes"] == 4 << 30
+    assert not relu["old_fits_device"] and relu["holding"]["lean"]
+    assert not small["holding"]["lean"] and not small["holding"]["judge_on_host"] and small["fits_device"] and small["fits_host"]
+    assert "19_ReLU.py" in (out / "sizes.md").read_text()
+
+
+# -- on a CUDA device (GPU tests) ---------------------------------------------------------------
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("judge_on_host", [False, True])
+def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel(monkeypatch, judge_on_host):
+    held, dropped = _lean(monkeypatch)
+    monkeypatch.setattr(sizes, "holding_for", lambda *a: sizes.Holding(lean=True, judge_on_host=judge_on_host))
+    evs = _evidence(monkeypatch)
+    report = vet_entry(by_name("softmax"), "cuda")
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert held and all(dropped) and max(h for h in held if h is not None) <= judge.Settings().fresh_sets
+    ev = evs[-1]
+    if judge_on_host:   # else where placement put it (a small problem is judged on the host anyway)
+        assert ev.judged_on.type == "cpu"
+    assert {c.output.device.type for c in ev.records("timed", "unseen", "loop", "probe")} == {"meta"}
+    assert all(ev.refs64[c.values_of].device.type == ev.judged_on.type for c in ev.records("fresh"))
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("name", ["pointer_cache", "stale_after_warmup"])
+def test_a_lean_vet_on_cuda_still_rejects_a_cache(name, monkeypatch):
+    _lean(monkeypatch)
+    monkeypatch.setattr(sizes, "holding_for", lambda *a: sizes.Holding(lean=True, judge_on_host=True))
+    report = vet_entry(by_name(name), "cuda")
+    assert report.verdict is Verdict.REJECT, report.dumps()
+
+
+@pytest.mark.gpu
+@CUDA
+def test_the_device_memory_the_holding_is_chosen_by_is_the_devices():
+    device_bytes, host_bytes = sizes.memories(torch.device("cuda"))
+    assert device_bytes == torch.cuda.get_device_properties(0).total_memory and host_bytes
+    # a problem of 6 GiB sets and outputs, as KernelBench's level-1 activations: not the full plan
+    size = sizes.ProblemSize(6 << 30, 3 << 29, 3 << 29, 0, 0, output_itemsize=4)
+    assert sizes.holding(size, device_bytes, host_bytes).lean
+
+
+def test_lean_vets_sharing_a_reference_leave_the_shared_sets_and_references_whole(tmp_path, monkeypatch):
+    from kernelvet.problem import load_problem
+    from kernelvet.refcache import ReferenceCache
+    _lean(monkeypatch)
+    text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
+    ref = write(tmp_path, "affine.py", text)
+    honest, zeros = write(tmp_path, "h.py", as_candidate(text)), write(tmp_path, "z.py", text + RIGHT_THEN_ZEROS)
+    allow = (CheckId.LIBRARY_CALL, CheckId.TIMERS)   # microsecond calls on a busy host: the data checks decide
+    with ReferenceCache(load_problem(ref)) as cache:
+        first = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
+        shared = cache.get(torch.device("cpu"))
+        assert shared.refs64[judge.settings._WARMUP].device.type == "cpu"   # the stand-in was this vet's own
+        second = vet(zeros, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
+        third = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
+    assert first.verdict is Verdict.PASS and third.verdict is Verdict.PASS, [f.summary for f in third.failed]
+    assert second.verdict is Verdict.REJECT and CheckId.CACHING in failed(second)
