@@ -44,10 +44,17 @@ def write_manifest(tmp_path, jobs: dict[str, str]) -> str:
     return str(path)
 
 
+def _interruptible() -> None:
+    """In the child: Ctrl-C as a terminal delivers it. A test run started in the background of a
+    shell inherits SIGINT ignored, and a Python started so keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_after_first(command: list[str], out, jobs: dict[str, str], wait_s: float) -> tuple[str, list]:
     """Run `command`, send SIGINT once a verdict is in `out`: it exits 130, no traceback, every
     record whole, the vet in flight (the hang) not recorded. Returns its stdout and the records."""
-    proc = subprocess.Popen(command, env=batch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, env=batch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_interruptible)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and proc.poll() is None:
         if out.exists() and out.read_bytes().count(b"\n") >= 1:
