@@ -24,21 +24,23 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import sys
 import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelvet import sizes
-from kernelvet.errors import UsageError
-from kernelvet.formats import kernelbench
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # its siblings, by name
+
+import kernelbench_sweep  # noqa: E402
+
+from kernelvet import sizes  # noqa: E402
+from kernelvet.errors import UsageError  # noqa: E402
+from kernelvet.formats import kernelbench  # noqa: E402
 
 DEFAULT_KERNELBENCH = os.path.join(".kernelbench", "KernelBench")
 H200_DEVICE_BYTES = 150_119_792_640   # torch.cuda.get_device_properties(...).total_memory on an H200 (139.8 GiB)
 H200_HOST_BYTES = 128 << 30
-_PROBLEM = re.compile(r"^(\d+)_(.*)\.py$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,16 +171,8 @@ def shapes(path: str) -> Shapes:
 
 
 def problems(kernelbench_dir: str, levels) -> list[tuple[int, int, str]]:
-    found = []
-    for level in levels:
-        folder = os.path.join(kernelbench_dir, f"level{level}")
-        if not os.path.isdir(folder):
-            raise SystemExit(f"{folder}: no such folder (is --kernelbench a KernelBench tree?)")
-        for name in os.listdir(folder):
-            m = _PROBLEM.match(name)
-            if m:
-                found.append((level, int(m.group(1)), os.path.join(folder, name)))
-    return sorted(found)
+    """(level, number, path) of every problem of `levels`, as the sweep finds them."""
+    return kernelbench_sweep.problems(kernelbench_dir, list(levels), None)
 
 
 def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTES,
