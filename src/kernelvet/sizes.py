@@ -238,22 +238,22 @@ def fits(size: ProblemSize, memory_bytes: int | None, what: str = "the device's"
     """None if a vet of `size` under `hold` fits a device of `memory_bytes`, else why not, in one line."""
     if not memory_bytes:
         return None
-    need = footprint(size, hold, judge_device=judge_device).device
-    if need <= memory_bytes:
-        return None
-    return (f"the problem needs about {_gib(need)} of device memory ({hold.describe()} plan; {size.describe()}), "
-            f"more than {what} {_gib(memory_bytes)}")
+    return _short(footprint(size, hold, judge_device=judge_device).device, memory_bytes, "device", what, size, hold)
 
 
 def host_fits(size: ProblemSize, memory_bytes: int | None, hold: Holding = Holding(), judge_device: bool = True) -> str | None:
     """As `fits`, for the host's memory (the judge's input sets, and its references when judged there)."""
     if not memory_bytes:
         return None
-    need = footprint(size, hold, judge_device=judge_device).host
+    return _short(footprint(size, hold, judge_device=judge_device).host, memory_bytes, "host", "the host's", size, hold)
+
+
+def _short(need: int, memory_bytes: int, kind: str, what: str, size: ProblemSize, hold: Holding) -> str | None:
+    """None if `need` bytes fit in `memory_bytes`, else the one line that says they do not."""
     if need <= memory_bytes:
         return None
-    return (f"the problem needs about {_gib(need)} of host memory ({hold.describe()} plan; {size.describe()}), "
-            f"more than the host's {_gib(memory_bytes)}")
+    return (f"the problem needs about {_gib(need)} of {kind} memory ({hold.describe()} plan; {size.describe()}), "
+            f"more than {what} {_gib(memory_bytes)}")
 
 
 def shape_only(model: torch.nn.Module, inputs: list) -> ProblemSize | None:
