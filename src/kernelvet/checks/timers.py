@@ -12,9 +12,10 @@
     every binding looks untouched (it edited the worker's measurements, say).
 (3) Every timing request of the candidate is bracketed by the judge's clocks too, and so is the
     same request with a null function in the call's place (a rep's own cost: inputs read, paint,
-    flush, and the work on an output of the call's shape: its copy, its bitwise check). The request's duration, less its warm-up and the reps' own cost, per call,
-    must be accounted for by the reported median as in (2): a recorder that shrinks the times it
-    is handed fails here even when every call ran. And a loop far faster than the reported time
+    flush, and the work on an output of the call's shape: its copy, its bitwise check). The
+    request's duration, less its warm-up and the reps' own cost, per call, must be accounted for
+    by the reported median as in (2): a recorder that shrinks the times it is handed fails here
+    even when every call ran. And a loop far faster than the reported time
     (a loop that skipped its calls) fails (2) from below.
 (4) What (2) and (3) subtract, the null requests, run in the candidate's worker, which can slow
     them to hide its own work in them: each may cost at most NULL_CAP times its price taken while
@@ -81,7 +82,7 @@ def evaluate(ev) -> Finding:
                        f"(first seen after {phase}): {', '.join(moved)}", {"moved": moved, "phase": phase})
     if not ev.integrity:
         return not_reached(CheckId.TIMERS)
-    trusted = getattr(ev, "null_trusted", None)
+    trusted = ev.null_trusted
     requests = [request_clock(r, ev.null_timing, ev.device.type, trusted)
                 for r in ev.clocked_timing] if ev.null_timing else []
     if not ev.loop and not requests:
@@ -156,7 +157,7 @@ def _says(per_call, bound, cpu_per_call, wait_s, null_wait_s, n, judge_s) -> str
     """agrees | disagrees | busy (the excess is the time the worker waited for a core)."""
     if per_call <= bound:
         return "agrees"
-    if wait_s is None or judge_s <= 0 or wait_s < BUSY_WAIT_FRACTION * judge_s:
+    if not _waited(wait_s, judge_s):
         return "disagrees"
     waited = min(_per_call(wait_s, null_wait_s or 0.0, n), BUSY_SLACK_MS)
     return "busy" if per_call - waited <= bound else "disagrees"
@@ -248,10 +249,10 @@ def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None 
         says = "agrees"
     elif load > BUSY_FACTOR:
         says = "busy"
-    elif capped and _waited(null):
+    elif capped and _waited(null.get("wait_s"), null["judge_s"]):
         # the host (or the worker's own threads) kept the null request from a core: if only the
         # cap makes the request disagree, the null's price cannot be told
-        lenient_wall, lenient_bound, _ = against(*_null_rep(null, None)[:2])
+        lenient_wall, lenient_bound, _ = against(*_prices(null))
         says = "busy" if lenient_wall <= lenient_bound else "disagrees"
     else:
         says = "disagrees"
@@ -264,17 +265,22 @@ def _null_rep(null: dict, trusted: dict | None) -> tuple[float, float, bool]:
     """A timing request's fixed cost and a rep's own cost, in seconds, from the null request in
     the candidate's worker, each held to NULL_CAP x the trusted null request's (plus a slack);
     and whether either was."""
-    fixed_s = _net(null.get("fixed_s", 0.0), null.get("fixed_main_wait_s"))
-    rep_s = max(_net(null["judge_s"], null.get("main_wait_s")) - fixed_s, 0.0) / max(null["reps"], 1)
+    fixed_s, rep_s = _prices(null)
     if not trusted:
         return fixed_s, rep_s, False
-    t_fixed = _net(trusted.get("fixed_s", 0.0), trusted.get("fixed_main_wait_s"))
-    t_rep = max(_net(trusted["judge_s"], trusted.get("main_wait_s")) - t_fixed, 0.0) / max(trusted["reps"], 1)
+    t_fixed, t_rep = _prices(trusted)
     fixed_s, fixed_capped = _capped(fixed_s, t_fixed, NULL_SLACK_S)
     rep_s, rep_capped = _capped(rep_s, t_rep, NULL_REP_SLACK_S)
     return fixed_s, rep_s, fixed_capped or rep_capped
 
 
-def _waited(m: dict) -> bool:
+def _prices(null: dict) -> tuple[float, float]:
+    """A null timing request's fixed cost (its round trip) and its cost per rep, in seconds, each
+    net of the serving thread's waits for a core."""
+    fixed_s = _net(null.get("fixed_s", 0.0), null.get("fixed_main_wait_s"))
+    return fixed_s, max(_net(null["judge_s"], null.get("main_wait_s")) - fixed_s, 0.0) / max(null["reps"], 1)
+
+
+def _waited(wait_s: float | None, judge_s: float) -> bool:
     """Whether a measurement's threads waited for a core a noticeable part of its time."""
-    return m.get("wait_s") is not None and m["judge_s"] > 0 and m["wait_s"] >= BUSY_WAIT_FRACTION * m["judge_s"]
+    return wait_s is not None and judge_s > 0 and wait_s >= BUSY_WAIT_FRACTION * judge_s
