@@ -183,7 +183,7 @@ def fail_last_after_first_verdicts(spec: dict, first: int = 2):
     """`during` for a failover run: once `first` verdicts are in, the last device fails."""
     def during(proc, out):
         while proc.poll() is None:
-            if os.path.exists(out) and open(out, "rb").read().count(b"\n") >= first:
+            if _lines(out) >= first:
                 break
             time.sleep(0.2)
         if proc.poll() is not None or spec["flag"] != "--gpus":
@@ -193,6 +193,14 @@ def fail_last_after_first_verdicts(spec: dict, first: int = 2):
         _stop_after(proc, h)
         return {"failed": f"gpu {spec['names'][-1]}", "hog": held, "at": time.time()}
     return during
+
+
+def _lines(path: str) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().count(b"\n")
+    except FileNotFoundError:
+        return 0
 
 
 def _stop_after(proc, h) -> None:
