@@ -47,8 +47,8 @@ class Row:
     failed: tuple[str, ...] = ()
     evidence: str = ""
     alone: tuple[str, ...] = ()        # with --ablate: checks that, waived, let this cheat through
-    still_caught: dict = dataclasses.field(default_factory=dict)   # waived check -> what caught it anyway
-    still_caught_why: dict = dataclasses.field(default_factory=dict)   # waived check -> those findings' summaries
+    # waived check -> the findings that caught it anyway: (check, summary) each
+    still_caught: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -65,8 +65,8 @@ class Row:
         if self.alone or self.entry.kind == "cheat":
             out["caught_alone_by"] = list(self.alone)
         if self.still_caught:
-            out["waived_but_caught_by"] = {k: list(v) for k, v in self.still_caught.items()}
-            out["waived_but_caught_why"] = {k: list(v) for k, v in self.still_caught_why.items()}
+            out["waived_but_caught_by"] = {k: [c for c, _ in v] for k, v in self.still_caught.items()}
+            out["waived_but_caught_why"] = {k: [f"{c}: {why}" for c, why in v] for k, v in self.still_caught.items()}
         return out
 
 
@@ -231,8 +231,7 @@ def run_row(entry: Entry, device: str, ablate: bool, launcher=None, bench: Naive
             if waived.verdict is Verdict.PASS:
                 alone.append(c)
             else:   # which check caught it anyway: the matrix's evidence for a double catch
-                row.still_caught[c] = tuple(str(f.check) for f in waived.failed)
-                row.still_caught_why[c] = tuple(f"{f.check}: {f.summary}" for f in waived.failed)
+                row.still_caught[c] = tuple((str(f.check), f.summary) for f in waived.failed)
         row.alone = tuple(alone)
     return row
 
