@@ -108,6 +108,24 @@ def test_a_broken_problem_and_a_malformed_candidate_are_records(tmp_path, capsys
     assert got["bad"].verdict == "invalid" and got["bad"].fault == "candidate" and "ModelNew" in got["bad"].error
 
 
+def test_the_runs_library_policy_reaches_every_job(tmp_path, capsys):
+    """--library-policy is the run's, as for `kernelvet check`: the library call the default policy
+    rejects passes under `off`."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "mm", "problem": "matmul", "candidate": practice.by_name("torch_mm").path}) + "\n")
+    verdicts = {}
+    for policy in ((), ("--library-policy", "off")):
+        out = tmp_path / f"r{len(policy)}.jsonl"
+        rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress",
+                       *policy])
+        assert rc == 0
+        (record,) = read_records(str(out))[0]
+        verdicts[policy] = (record.verdict, {c for c, _ in record.failed})
+    capsys.readouterr()
+    assert verdicts[()] == ("reject", {"library-call"})
+    assert verdicts[("--library-policy", "off")] == ("pass", set())
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--out", "r.jsonl"], "give --problems DIR with --candidates DIR, or --manifest"),
     (["--manifest", "none.jsonl", "--out", "r.jsonl"], "--manifest none.jsonl: no such file"),
@@ -139,7 +157,8 @@ def test_a_cuda_batch_gives_each_candidate_its_corpus_verdict(tmp_path, capsys):
     manifest.write_text("".join(json.dumps({"id": n, "problem": practice.by_name(n).problem_ref,
                                             "candidate": practice.by_name(n).path}) + "\n" for n in CUDA_JOBS))
     out = tmp_path / "r.jsonl"
-    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cuda", "--no-progress"])
+    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cuda", "--no-progress",
+                   "--library-policy", "no-reference-ops"])   # the corpus's own policy on CUDA
     capsys.readouterr()
     assert rc == 0
     records = {r.id: r for r in read_records(str(out))[0]}

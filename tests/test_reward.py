@@ -133,7 +133,7 @@ def test_a_pass_whose_time_the_judge_did_not_vouch_for_earns_no_speed_reward():
 @pytest.mark.gpu
 def test_rewards_on_every_gpu():
     reward.close()
-    reward.configure(gpus="all", timeout=300)
+    reward.configure(gpus="all", timeout=300, library_policy="no-reference-ops")   # the corpus's own
     try:
         relu = practice.by_name("relu").problem_ref
         calls = [(_answer("relu"), relu), (_answer("inplace_relu"), relu), (_answer("torch_mm"), "matmul"),

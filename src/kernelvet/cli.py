@@ -69,12 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=_seconds, default=300.0, help="seconds for the whole candidate (default 300)")
     c.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
                    help="waive a check (recorded in the report); repeatable")
-    c.add_argument("--library-policy", choices=("own-kernels", "no-reference-ops", "off"), default=None,
-                   help="what the candidate must write itself: own-kernels = the bulk of its device time in "
-                        "kernels its source builds (default on CUDA), no-reference-ops = none of the ops the "
-                        "reference dispatches (default on the CPU), off = no rule (as --allow library-call)")
-    c.add_argument("--allow-op", action="append", default=[], metavar="OP",
-                   help="a library op the candidate may call under any policy, e.g. conv2d; repeatable")
+    _policy_arguments(c)
     c.add_argument("--audit", choices=AUDIT_MODES, default="auto",
                    help="kernel audit with the profiler (CUDA): auto = only for candidates every other check "
                         "passed (default), always, never")
@@ -116,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--timeout", type=_seconds, default=300.0, help="seconds per candidate (default 300)")
     b.add_argument("--allow", action="append", default=[], metavar="CHECK_ID",
                    help="waive a check for every job (recorded); repeatable")
+    _policy_arguments(b)
     b.add_argument("--audit", choices=AUDIT_MODES, default="auto", help="kernel audit with the profiler (CUDA)")
     b.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
     b.add_argument("--no-progress", action="store_true", help="no progress bar (the summary still prints)")
@@ -131,6 +127,16 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--ablate", action="store_true", help="also waive each firing check in turn (the matrix)")
     pr.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help=_SANDBOX_HELP)
     return p
+
+
+def _policy_arguments(parser) -> None:
+    """--library-policy and --allow-op, alike for check and batch."""
+    parser.add_argument("--library-policy", choices=("own-kernels", "no-reference-ops", "off"), default=None,
+                        help="what the candidate must write itself: own-kernels = the bulk of its device time in "
+                             "kernels its source builds (default on CUDA), no-reference-ops = none of the ops the "
+                             "reference dispatches (default on the CPU), off = no rule (as --allow library-call)")
+    parser.add_argument("--allow-op", action="append", default=[], metavar="OP",
+                        help="a library op the candidate may call under any policy, e.g. conv2d; repeatable")
 
 
 def _cmd_check(args) -> int:

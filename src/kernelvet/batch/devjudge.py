@@ -32,6 +32,7 @@ def options_from_json(d: dict) -> VetOptions:
     fields = {f.name for f in dataclasses.fields(VetOptions)}
     kw = {k: v for k, v in d.items() if k in fields}
     kw["allow"] = tuple(kw.get("allow") or ())
+    kw["allow_ops"] = tuple(kw.get("allow_ops") or ())
     return VetOptions(**kw)
 
 

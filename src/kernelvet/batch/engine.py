@@ -29,6 +29,8 @@ class VetOptions:
     audit: str = "auto"
     seed: int | None = None      # every problem's secret seed; None: a fresh one per problem
     sandbox: str = "auto"
+    library_policy: str | None = None   # None: the device's default (own-kernels on CUDA)
+    allow_ops: tuple[str, ...] = ()
 
 
 class Engine(Protocol):
@@ -54,7 +56,8 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
     try:
         report = judge.vet(job.candidate, reference.problem, device=options.device, timeout=job.timeout or options.timeout,
                            allow=allow, audit=options.audit, launcher=launcher, prepare_next=True,
-                           reference=reference)
+                           reference=reference, library_policy=options.library_policy,
+                           allow_ops=options.allow_ops)
     except UsageError as exc:   # the problem's, unless it names the candidate's file (as its messages do)
         whose = "candidate" if str(exc).startswith(job.candidate) else "problem"
         return Record(**base, verdict="invalid", error=str(exc), fault=whose,

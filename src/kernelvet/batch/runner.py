@@ -145,7 +145,8 @@ def main(args) -> int:
         jobs_mod.check_waiver(a, "--allow")
     jobs = load_jobs(args.problems, args.candidates, args.manifest)
     options = VetOptions(device=args.device, timeout=args.timeout, allow=tuple(args.allow), audit=args.audit,
-                         seed=args.seed, sandbox=args.sandbox)
+                         seed=args.seed, sandbox=args.sandbox, library_policy=args.library_policy,
+                         allow_ops=tuple(args.allow_op))
     engine = pick_engine(options, gpus=getattr(args, "gpus", None), pool=getattr(args, "devices", None),
                          kind=getattr(args, "engine", "local"))
     console = Console(stderr=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import os
 import random
@@ -57,8 +58,10 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
                     reference=reference, library_policy=library_policy, allow_ops=allow_ops)
     finally:
         if torch.cuda.is_initialized():
-            # The references, inputs and outputs the judge compared on the device are garbage now;
+            # The references, inputs and outputs the judge compared on the device are garbage now
+            # (some in reference cycles of the vet's own objects, which only a collection frees);
             # the allocator's cache would keep their memory from the next candidate's worker.
+            gc.collect()
             torch.cuda.empty_cache()
 
 

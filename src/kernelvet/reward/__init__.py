@@ -38,8 +38,9 @@ def configure(**kw) -> None:
     global _config, _scorer
     if "shape" in kw:
         kw["shape"] = RewardShape.of(kw["shape"])
-    if "allow" in kw:
-        kw["allow"] = tuple(kw["allow"])
+    for key in ("allow", "allow_ops"):
+        if key in kw:
+            kw[key] = tuple(kw[key])
     with _lock:
         _config = ScorerConfig(**{**ScorerConfig.from_env().__dict__, **kw})
         if _scorer is not None:

@@ -37,13 +37,16 @@ _SOURCE_MARKS = ("def get_inputs", "class Model", "def ref_kernel", "def generat
 class ScorerConfig:
     """What the process-wide judges are: their devices (`gpus` "all"/"0,1"; or `devices`
     "cpu,cuda:1"; neither: every GPU if there is one, else the CPU), sandbox and audit modes, the
-    waivers every vet gets, the default timeout and reward shape."""
+    waivers, library policy and allowed library ops every vet gets, the default timeout and reward
+    shape."""
 
     gpus: str | None = None
     devices: str | None = None
     sandbox: str = "auto"
     audit: str = "auto"
     allow: tuple[str, ...] = ()
+    library_policy: str | None = None   # None: the device's default (own-kernels on CUDA)
+    allow_ops: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT_S
     shape: RewardShape = RewardShape()
 
@@ -78,7 +81,8 @@ class Scorer:
                 if self._pool is not None:
                     self._pool.close()
                 self._pool = JudgePool(VetOptions(audit=c.audit, sandbox=c.sandbox, allow=c.allow,
-                                                  timeout=c.timeout), slots)
+                                                  timeout=c.timeout, library_policy=c.library_policy,
+                                                  allow_ops=c.allow_ops), slots)
             return self._pool
 
     def score(self, answer: str, ground_truth, options: dict | None = None) -> dict:

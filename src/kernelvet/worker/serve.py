@@ -347,15 +347,22 @@ class Worker:
         if earlier:
             ev["same_storage_as_call"] = earlier[-1]
             self.reused_storage = True
+        self._keep(out)
+
+    def _keep(self, out: torch.Tensor) -> None:
         self.held.append((self.calls, out))
         while len(self.held) > self.HELD_MAX or sum(t.numel() * t.element_size() for _, t in self.held) > self.HELD_BYTES:
             self.held.pop(0)
 
     def _paint_held(self) -> None:
         """Poison the recent outputs the worker keeps alive: a static output buffer the candidate
-        returns again holds its last answer, which is no sign that this call's work ran early."""
+        returns again holds its last answer, which is no sign that this call's work ran early.
+        An output in the storage of a set's input (in-place work) is that input: it keeps its values."""
+        inputs = {self.bound.storage(x).data_ptr() for xs in self.sets.values() for x in xs
+                  if isinstance(x, torch.Tensor) and x.numel()}
         for _, t in self.held:
-            if t.is_floating_point() and t.numel() and t.element_size() == self.poison["width"]:
+            if t.is_floating_point() and t.numel() and t.element_size() == self.poison["width"] \
+                    and self.bound.storage(t).data_ptr() not in inputs:
                 self.bound.fill_(self.bound.view(t, INT_OF_WIDTH[t.element_size()]), self.poison["word"])
 
     def _candidate_threads(self) -> set[int]:
@@ -505,6 +512,7 @@ class Worker:
         conclusive = not gate.query()   # the caller's stream is still asleep: nothing ordered after it ran
         self._sync()
         final = out.detach()
+        self._keep(final)   # painted before a second attempt: its storage then holds no answer yet
         # Only elements this call had to change count: an output that aliases an input (in-place
         # work) already holds the input's values there before anything runs.
         mask = torch.isfinite(final) & (final != 0)
