@@ -413,7 +413,7 @@ def table(res: dict) -> str:
     out += ["", "## Latency through the Python API (warm launcher, warm Triton cache)", "",
             "| candidate | audit | spacing | wall s | verdict | failed | phases |", "|---|---|---|---|---|---|---|"]
     for r in res["latency"]:
-        ph = ", ".join(f"{k} {v:.2f}" for k, v in r["phases_s"].items())
+        ph = ", ".join(f"{k}={v:.2f}" for k, v in r["phases_s"].items())
         out.append(f"| {r['candidate']} | {r['audit']} | {r['spacing']} | {r['wall_s']:.2f} | {r['verdict']} | "
                    f"{', '.join(r['failed']) or '-'} | {ph} |")
     out += ["", "## The CLI, end to end (median of the runs)", "", "| what | median s | runs | start-up (last run) |",

@@ -60,10 +60,10 @@ def report_json(data: dict, verbose: bool = False, console: Console | None = Non
     if verbose:
         phases = data.get("phases_s", {})
         if phases:
-            con.print("phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()))
+            con.print("phases: " + ", ".join(f"{k}={v:.2f}s" for k, v in phases.items()))
         trips = data.get("requests_s", {})
         if trips:
-            con.print("[dim]worker round trips: " + ", ".join(f"{k} {n}x {s:.3f}s" for k, (n, s) in trips.items())
+            con.print("[dim]worker round trips: " + ", ".join(f"{k}={n}x {s:.3f}s" for k, (n, s) in trips.items())
                       + "[/]")
         out = data.get("candidate_output")
         if out:
