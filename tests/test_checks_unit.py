@@ -10,7 +10,7 @@ from kernelvet import judge
 from kernelvet.checks import REGISTRY, evaluate_all
 from kernelvet.evidence import CallRecord, Evidence
 from kernelvet.ids import ALL_CHECKS, CheckId
-from kernelvet.report import Status
+from kernelvet.report import Finding, Status
 
 
 def _ev(device="cuda", **kw):
@@ -309,6 +309,28 @@ def test_caching_pairs_that_say_remembers_once_are_measured_again_on_new_inputs(
     assert [t for t, _ in worker.asked] == ["time"] and worker.asked[0][1]["unseen"] == [3001]
     assert worker.asked[0][1]["layout"] == [{"t": 0}]   # the set itself, in the request
     assert ev.timing["times_ms"] == [0.010] * 30 and ev.timing["mismatches"] == 2   # the timing stands, faults kept
+
+
+def test_unseen_reps_slower_only_by_the_workers_wait_for_a_core_are_inconclusive_and_unvouched():
+    """A thread pool woken on a busy host makes the first rep of a request (the unseen one) slow by
+    the time its threads waited for a core: that is no memory, and no verdict on it either way."""
+    from kernelvet.judge.api import _vouched
+    slow = [(0.07, 14.0)] * 5
+    base = dict(timing={"times_ms": [0.07] * 30, "mismatches": 0}, unseen_pairs=slow)
+    busy = REGISTRY[CheckId.CACHING](_ev("cpu", unseen_waits_ms=[15.0] * 5, **base))
+    assert busy.status is Status.SKIP and busy.evidence["inconclusive"] and "waited for a core" in busy.summary
+    timers = Finding(CheckId.TIMERS, Status.PASS, "", {})
+    assert not _vouched([timers, busy]) and _vouched([timers])
+    # waiting explains part of the excess only: the rest is work done on new inputs alone
+    assert REGISTRY[CheckId.CACHING](_ev("cpu", unseen_waits_ms=[5.0] * 5, **base)).status is Status.FAIL
+    assert REGISTRY[CheckId.CACHING](_ev("cpu", unseen_waits_ms=[None] * 5, **base)).status is Status.FAIL
+
+
+def test_each_unseen_pair_carries_the_wait_of_its_own_request():
+    ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_pairs=MEMO)
+    _unseen_again(ev, _TimingWorker(_pairs(HONEST)))
+    assert len(ev.unseen_waits_ms) == len(ev.unseen_pairs) == 5
+    assert all(w is not None and w >= 0.0 for w in ev.unseen_waits_ms)
 
 
 def test_caching_fails_only_when_every_run_says_remembers():

@@ -3,6 +3,8 @@ classes' methods, found through the interpreter, or the input sets it holds, fou
 stack) are rejected by what the judge measures itself, and the next vet on the same launcher is
 unaffected."""
 
+import json
+
 import pytest
 
 from kernelvet import spawn, vet

@@ -1,6 +1,7 @@
 """sched.py, the judge's witness of a process's time: CPU done on threads that exited before the
 second sample still counts."""
 
+import os
 import subprocess
 import sys
 
@@ -37,3 +38,15 @@ def test_cpu_of_a_thread_that_exited_between_the_samples_is_counted():
     finally:
         proc.wait(timeout=30)
     assert got["cpu_s"] >= burned - 3 * sched._TICK_S, (got, burned)
+
+
+def test_the_longest_wait_is_one_threads_not_the_sum():
+    """Two threads waiting through the same 5 ms stretched a parallel region by about 5 ms, not 10;
+    a thread that started between the samples brings all of its wait."""
+    a = sched.Sample(0.0, 1.0, 0.003, 0.001, None, {"1": 0.001, "2": 0.002})
+    b = sched.Sample(0.1, 1.1, 0.017, 0.006, None, {"1": 0.006, "2": 0.007, "3": 0.004})
+    got = sched.between(a, b)
+    assert abs(got["max_thread_wait_s"] - 0.005) < 1e-12 and abs(got["wait_s"] - 0.014) < 1e-12
+    assert sched.between(sched.Sample(0.0, None, None, None), b)["max_thread_wait_s"] is None
+    live = sched.sample(os.getpid())
+    assert live.thread_waits and str(os.getpid()) in live.thread_waits

@@ -45,6 +45,8 @@ class Evidence:
     integrity: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
     timing: dict | None = None              # the worker's `timed` body for the seen sets
     unseen_pairs: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (seen ms, unseen ms)
+    # per pair, the longest ms one worker thread waited for a core in its request (judge's witness, sched.py)
+    unseen_waits_ms: list[float | None] = dataclasses.field(default_factory=list)
     loop: list[dict] | None = None          # judge-clocked loop attempts: n, wall and CPU seconds, reported ms
     clocked_timing: list[dict] = dataclasses.field(default_factory=list)   # timing requests by the judge's clocks
     reference_row_errors: dict = dataclasses.field(default_factory=dict)   # set -> the reference's own, per row

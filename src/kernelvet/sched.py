@@ -23,21 +23,24 @@ class Sample:
     wait_s: float | None        # run-queue wait of those threads
     main_wait_s: float | None   # run-queue wait of its main thread (the one that serves requests)
     group_cpu_s: float | None = None   # CPU time of the whole thread group, exited threads included
+    thread_waits: dict[str, float] | None = None   # run-queue wait of each live thread, by its id
 
 
 def sample(pid: int) -> Sample:
     run = wait = 0
     main = None
+    waits = {}
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
                 fields = fh.read().split()
             run, wait = run + int(fields[0]), wait + int(fields[1])
+            waits[tid] = int(fields[1]) / 1e9
             if tid == str(pid):
                 main = int(fields[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return Sample(time.perf_counter(), None, None, None)
-    return Sample(time.perf_counter(), run / 1e9, wait / 1e9, main, _group_cpu(pid))
+    return Sample(time.perf_counter(), run / 1e9, wait / 1e9, main, _group_cpu(pid), waits)
 
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -59,7 +62,10 @@ def between(a: Sample, b: Sample) -> dict:
     """Wall, CPU and run-queue wait seconds from `a` to `b` (CPU and waits None where unknown; CPU
     the larger of the live threads' and the thread group's account, the latter less a tick).
     The main thread's wait is time the wall clock ran while the worker's serving thread could
-    not: what a busy host adds to the duration of a request, and nothing the worker did."""
+    not: what a busy host adds to the duration of a request, and nothing the worker did. The
+    longest wait of any one thread is what a busy host adds at least to a parallel region, which
+    ends with its slowest thread (the sum of all threads' waits would count overlapping waits
+    once per thread)."""
     known = a.cpu_s is not None and b.cpu_s is not None
     main = a.main_wait_s is not None and b.main_wait_s is not None
     cpu = b.cpu_s - a.cpu_s if known else None
@@ -69,4 +75,12 @@ def between(a: Sample, b: Sample) -> dict:
     return {"judge_s": b.wall_s - a.wall_s,
             "cpu_s": cpu,
             "wait_s": max(b.wait_s - a.wait_s, 0.0) if known else None,
-            "main_wait_s": max(b.main_wait_s - a.main_wait_s, 0.0) if main else None}
+            "main_wait_s": max(b.main_wait_s - a.main_wait_s, 0.0) if main else None,
+            "max_thread_wait_s": _longest_wait(a.thread_waits, b.thread_waits)}
+
+
+def _longest_wait(a: dict[str, float] | None, b: dict[str, float] | None) -> float | None:
+    """The largest run-queue wait one thread alive at `b` added since `a` (a new thread's, all of it)."""
+    if a is None or b is None:
+        return None
+    return max((max(w - a.get(tid, 0.0), 0.0) for tid, w in b.items()), default=0.0)

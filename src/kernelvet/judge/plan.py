@@ -182,7 +182,7 @@ class Plan:
             ev.null_timing = self.null_timing(len(ev.timing["times_ms"]))
             self.measure_requests_again()
         if timed_unseen:
-            ev.unseen_pairs = self.unseen_pairs(timed_unseen)
+            ev.unseen_pairs, ev.unseen_waits_ms = self.unseen_pairs(timed_unseen)
             self.measure_unseen_again()
         if CheckId.STREAMS in on:   # on the timing that stands
             self.measure_drain_again()
@@ -223,28 +223,34 @@ class Plan:
         while caching.remembers(ev.unseen_pairs, ev.device.type) and len(attempts) < len(self.again):
             new = self.again[len(attempts)]   # unseen inputs drawn for this run
             attempts.append([list(p) for p in ev.unseen_pairs])
-            ev.unseen_pairs = self.unseen_pairs(new)
+            ev.unseen_pairs, ev.unseen_waits_ms = self.unseen_pairs(new)
         if attempts:
             ev.extra["unseen_attempts"] = attempts
 
-    def unseen_pairs(self, unseen) -> list[tuple]:
+    def unseen_pairs(self, unseen) -> tuple[list[tuple], list[float | None]]:
         """One request per unseen set, carrying it: the worker times one call on it before any other
         candidate code runs in that request, then one call on a seen set (the pair). A set the worker
-        never held cannot have been computed ahead, by a candidate that reads the worker's memory."""
+        never held cannot have been computed ahead, by a candidate that reads the worker's memory.
+        Beside each pair, the longest any one of the worker's threads waited for a core in its
+        request, by the scheduler's account (sched.py): what a busy host adds at least to one rep."""
         ev, fresh = self.ev, self.fresh
-        pairs = []
+        pairs, waits = [], []
         lead_ms = float((ev.timing or {}).get("lead_ms", 0.0))
         for j, k in enumerate(unseen):
             layout, blobs = _encode_set(self.values[k])
             body = {"sets": [fresh[j % len(fresh)]], "unseen": [k], "layout": layout, "lead_ms": lead_ms,
                     "reps": 1, "min_reps": 1, "budget_ms": 0.0, "warmup": 0, "warmup_ms": 0.0, "null_reps": 0}
+            before = sched.sample(self.w.clock_pid)
             msg = self.record("timing", None, self.w.request("time", body, blobs, max_blob_bytes=self.max_blob))
+            wait_s = sched.between(before, sched.sample(self.w.clock_pid))["max_thread_wait_s"]
             self.timed_outputs(msg, (k,))
             _let_go(self.w, ev, self.values, k)
             ev.timing = _faults_kept(ev.timing or {}, msg.body)
-            pairs += [tuple(p) for p in msg.body.get("unseen_pairs", [])]
+            got = [tuple(p) for p in msg.body.get("unseen_pairs", [])]
+            pairs += got
+            waits += [None if wait_s is None else wait_s * 1e3] * len(got)
             ev.extra["unseen_in_place"] = ev.extra.get("unseen_in_place", 0) + int(msg.body.get("unseen_in_place") or 0)
-        return pairs
+        return pairs, waits
 
     def clocked_time(self, body: dict):
         """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the
