@@ -28,7 +28,7 @@ GROUPS = {
     # (worker/: serve, reps, bindings, observe, __main__)
     "worker": "worker", "warm": "worker", "after_return": "worker",
     # the judge/worker messages
-    "protocol": "wire", "codec": "wire",
+    "protocol": "wire", "codec": "wire", "wire": "wire",
     # one module per check id, and what checks decide on and return
     "checks": "checks",
     "evidence": "records", "report": "records", "metrics": "records", "ids": "records",

@@ -136,7 +136,8 @@ def _mapped(fd: int, nbytes: int) -> mmap.mmap:
 
 def recv(sock: socket.socket, *, deadline: float | None, max_blob_bytes: int,
          allowed: dict[str, frozenset[str]] | None = None) -> Message:
-    """Read one message. `allowed` maps message types to the body keys they may carry."""
+    """Read one message. `allowed` maps message types to the body keys they may carry (wire.py's
+    `Body`s: then each field's kind and bounds are checked too)."""
     fds: list[int] = []   # descriptors that came with the header; every one closed before returning
     try:
         n = struct.unpack(">I", _read_exact(sock, 4, deadline, fds))[0]
@@ -157,6 +158,9 @@ def recv(sock: socket.socket, *, deadline: float | None, max_blob_bytes: int,
             extra = set(body) - allowed[type_]
             if extra:
                 raise ProtocolError(f"message {type_!r} carries unknown fields {sorted(extra)}")
+            why = allowed[type_].problem(body) if hasattr(allowed[type_], "problem") else None
+            if why:
+                raise ProtocolError(f"message {type_!r}: {why}")
         blobs_meta = [_validate_spec(s) for s in specs]
         total = sum(m[2] for m in blobs_meta)
         if total > max_blob_bytes:

@@ -20,31 +20,11 @@ import tempfile
 import threading
 import time
 
-from . import containment, namespaces, protocol
+from . import containment, namespaces, protocol, wire
 from . import sandbox as sandboxing
 
-_REPLY_FIELDS = {
-    "hello": {"pid", "ppid", "torch", "python"},
-    "loaded": {"import_s", "build_s", "parameters"},
-    "ok": {"same_pointers", "sets_held"},
-    "output": {"wall_s", "call_index", "py_threads_new", "native_threads", "children_new", "type",
-               "exact_tensor", "aten_ops", "storage_ptr", "device", "changed_after_return", "inputs_changed",
-               "py_threads_after_settle", "guard_overrun", "after_return", "same_storage_as_call"},
-    "probed": {"conclusive", "sleep_ms", "early_fraction", "compared", "why"},
-    "timed": {"times_ms", "drain_ms", "null_drain_ms", "order", "unseen_pairs", "mismatches", "non_tensor",
-              "first_sets", "overruns", "warmup_calls", "synced_ms", "lead_ms", "unseen_in_place",
-              "reused_output_reps", "outputs_copied"},
-    "audited": {"activities", "dropped", "cpu_events", "binaries"},
-    "looped": {"exact_tensor"},
-    "prepared": {"start_s", "warm_failed", "device", "flush_bytes"},
-    "state": set(),
-    "failed": {"phase", "error", "traceback"},
-}
-REPLIES = {k: frozenset(v | {"integrity"}) for k, v in _REPLY_FIELDS.items()}
-# The one reply each request may get (besides "failed"): a candidate that writes forged frames into
-# the worker's socket desynchronises the stream, and the next mismatch ends the worker.
-ANSWERS = {None: "hello", "prepare": "prepared", "load": "loaded", "inputs": "ok", "overwrite": "ok", "release": "ok", "call": "output",
-           "time": "timed", "probe": "probed", "audit": "audited", "loop": "looped", "integrity": "state"}
+# What a worker may answer, and to which request (wire.py: one typed definition per message).
+REPLIES, ANSWERS = wire.REPLIES, wire.ANSWERS
 
 # Variables a worker may see. Nothing of the judge's (seed, report path) is ever in the environment.
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",

@@ -13,7 +13,7 @@ import traceback
 
 import torch
 
-from .. import after_return, codec, devices, outputs, protocol, warm, weights
+from .. import after_return, codec, devices, outputs, protocol, warm, weights, wire
 from ..dispatch_modes import settle
 from ..formats.gpumode_data import candidate_call
 from ..metrics import INT_OF_WIDTH
@@ -25,23 +25,8 @@ from .reps import _Reps
 _Like = collections.namedtuple("_Like", "shape dtype device")   # what a null rep's output is made like
 
 
-# Requests the judge may send, and the body fields each may carry.
-REQUESTS = {
-    "load": frozenset({"target", "device", "weight_seed", "init", "poison", "paint", "settle_s",
-                       "out_nbytes", "output_arg", "state"}),
-    "inputs": frozenset({"set", "layout"}),
-    "overwrite": frozenset({"set"}),
-    "call": frozenset({"set", "trace", "deep_paint", "layout"}),
-    "time": frozenset({"sets", "unseen", "reps", "min_reps", "budget_ms", "warmup", "warmup_ms",
-                       "null_reps", "reps_per_sync", "layout", "lead_ms", "null"}),
-    "loop": frozenset({"set", "n", "null", "fetch", "layout"}),
-    "probe": frozenset({"set", "sleep_ms"}),
-    "audit": frozenset({"set", "sleep_ms", "own", "ops"}),
-    "prepare": frozenset({"device", "flush_factor"}),
-    "release": frozenset({"empty_cache", "sets"}),
-    "integrity": frozenset(),
-    "bye": frozenset(),
-}
+# Requests the judge may send, each with its fields' kinds (wire.py).
+REQUESTS = wire.REQUESTS
 
 
 class Worker:
