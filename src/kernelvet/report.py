@@ -69,9 +69,8 @@ class Timing:
     bytes_moved: float | None = None
     peak_flops: float | None = None
     peak_bytes_per_s: float | None = None
-    # whether the judge's own clocks bounded these times (`timers` passed, `caching` not
-    # inconclusive); a check that was waived or inconclusive (a busy host) leaves them the
-    # worker's word, and no score should rank them
+    # whether the judge's own clocks bounded these times (`timers` passed); a check that was
+    # waived or inconclusive (a busy host) leaves them the worker's word, and no score should rank them
     vouched: bool = True
 
     @property

@@ -65,15 +65,6 @@ def vet(candidate: str, problem: Problem | str, *, device: str = "auto", seed: i
             torch.cuda.empty_cache()
 
 
-def _vouched(findings) -> bool:
-    """The judge bounded the reported time (`timers` passed) and could tell it from remembered
-    answers (`caching` not inconclusive on a busy host)."""
-    by = {f.check: f for f in findings}
-    timers, caching = by.get(CheckId.TIMERS), by.get(CheckId.CACHING)
-    return (timers is not None and timers.status is Status.PASS
-            and not (caching is not None and (caching.evidence or {}).get("inconclusive")))
-
-
 # vet's keywords, as vet hands them on
 def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | None, timeout: float, allow,
          settings: Settings | None, launcher: spawn.Launcher | None, audit: str, prepare_next: bool,
@@ -369,7 +360,7 @@ class _Vet:
                 raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
                 flops=flops, bytes_moved=bytes_moved,
                 peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None,
-                vouched=_vouched(findings))
+                vouched=any(f.check is CheckId.TIMERS and f.status is Status.PASS for f in findings))
         phases["total"] = time.monotonic() - self.t_start
         return Report(
             verdict=verdict, findings=findings, timing=timing, problem=self.prob.to_json(),

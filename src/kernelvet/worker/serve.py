@@ -37,6 +37,7 @@ class Worker:
         self.fn = None
         self.device = torch.device("cpu")
         self.sets: dict[int, list] = {}
+        self.pool_wake = torch.zeros(1 << 17)   # 4 grains of at::parallel_for: every intra-op thread takes part
         self.paint = True
         self.poison: dict[str, int] = {}
         self.out_nbytes = 0
@@ -453,6 +454,7 @@ class Worker:
         k, seen = int(b["unseen"][0]), int(b["sets"][0])
         self._place_set(k, b["layout"], blobs)
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3)
+        rec.wake_pool = True
         # The unseen values run in the seen set's storages (see _Reps._place): a plan or graph keyed
         # on pointers replays there, as on seen values, while an answer remembered by value misses.
         rec.rep(k, seen=False, at=seen)
