@@ -311,6 +311,16 @@ def test_caching_pairs_that_say_remembers_once_are_measured_again_on_new_inputs(
     assert ev.timing["times_ms"] == [0.010] * 30 and ev.timing["mismatches"] == 2   # the timing stands, faults kept
 
 
+def test_a_preempted_seen_rep_does_not_hide_a_memo_on_a_host_clock():
+    """One seen rep slowed by another process (16 ms) among pairs of a kernel that computes only on
+    new inputs: on the CPU the pairs still say it remembers; on device events every pair must."""
+    from kernelvet.checks import caching
+    pairs = [(0.05, 6.0), (0.05, 6.2), (16.0, 6.1), (0.06, 5.9), (0.05, 6.0)]
+    assert caching.remembers(pairs, "cpu") and not caching.remembers(pairs, "cuda")
+    honest = [(0.06, 0.11), (0.06, 14.0), (0.06, 0.12), (12.0, 0.11), (0.06, 8.0)]   # a busy host's
+    assert not caching.remembers(honest, "cpu")
+
+
 def test_a_workers_wait_for_a_core_is_evidence_of_a_busy_host_never_an_excuse():
     """A cheat computing on new inputs under load waits for a core as long as an honest kernel
     stalled by the load: the pairs decide, the waits are kept beside them."""
