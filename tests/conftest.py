@@ -1,4 +1,5 @@
 import os
+import socket
 
 import pytest
 import torch
@@ -16,6 +17,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def pair():
+    """Two connected Unix sockets, for what crosses the judge-worker wire."""
+    a, b = socket.socketpair()
+    yield a, b
+    a.close()
+    b.close()
 
 
 @pytest.fixture(scope="session")

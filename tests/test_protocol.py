@@ -16,14 +16,6 @@ from hypothesis import given, settings, strategies as st
 from kernelvet import codec, protocol
 
 
-@pytest.fixture
-def pair():
-    a, b = socket.socketpair()
-    yield a, b
-    a.close()
-    b.close()
-
-
 def _recv(sock, **kw):
     kw.setdefault("deadline", time.monotonic() + 2)
     kw.setdefault("max_blob_bytes", 1 << 20)

@@ -2,20 +2,11 @@
 judge accepts follow from it, and a reply field of the wrong kind or out of bounds is a protocol
 violation that names the field."""
 
-import socket
 
 import pytest
 
 from kernelvet import protocol, spawn, wire
 from kernelvet.worker import REQUESTS, Worker
-
-
-@pytest.fixture
-def pair():
-    a, b = socket.socketpair()
-    yield a, b
-    a.close()
-    b.close()
 
 
 def test_every_request_has_a_handler_and_one_reply():

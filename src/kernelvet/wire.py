@@ -16,7 +16,7 @@ import math
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
-    """A JSON kind: `int`, `num` (int or float), `bool`, `str`, `list`, `dict`, `any`; `of` for the
+    """A JSON kind: `int`, `num` (int or float), `bool`, `str`, `list`, `dict`; `of` for the
     elements of a list; `lo` the least a number may be; `null` whether None is allowed too."""
 
     name: str
@@ -27,9 +27,7 @@ class Kind:
     def problem(self, value) -> str | None:
         """Why `value` is not of this kind, or None."""
         if value is None:
-            return None if self.null or self.name == "any" else "null"
-        if self.name == "any":
-            return None
+            return None if self.null else "null"
         if self.name in ("int", "num"):
             ok = isinstance(value, int) if self.name == "int" else isinstance(value, (int, float))
             if not ok or isinstance(value, bool):
@@ -50,7 +48,7 @@ class Kind:
         return None
 
 
-INT, NUM, BOOL, STR, LIST, DICT, ANY = (Kind(n) for n in ("int", "num", "bool", "str", "list", "dict", "any"))
+INT, BOOL, STR, LIST, DICT = (Kind(n) for n in ("int", "bool", "str", "list", "dict"))
 COUNT, SECONDS = Kind("int", lo=0), Kind("num", lo=0.0)
 INTS, STRS, TIMES = Kind("list", of=INT), Kind("list", of=STR), Kind("list", of=SECONDS)
 PAIRS = Kind("list", of=Kind("list", of=SECONDS))
@@ -73,13 +71,6 @@ class Body(frozenset):
             if why:
                 return f"field {name!r}: {why}"
         return None
-
-    def __reduce__(self):   # a frozenset subclass with an attribute: pickled by its kinds
-        return (_body, (tuple(self.kinds.items()),))
-
-
-def _body(items) -> Body:
-    return Body(**dict(items))
 
 
 SET = Kind("int")   # an input set's key (judge/settings.py)
