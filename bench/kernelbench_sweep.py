@@ -216,7 +216,7 @@ def tabulate(records, info: dict) -> dict:
                 continue
             counts[kind][r.verdict] += 1
             row[kind] = {"verdict": r.verdict, "exit": r.exit_code, "failed": [c for c, _ in r.failed],
-                         "vet_s": round(r.vet_s, 3),
+                         "vet_s": round(r.vet_s, 3), "phases_s": r.phases_s,
                          "speedup": (r.timing or {}).get("speedup"), "error": _relative(r.error, [r])}
             if r.exit_code in (2, 3):
                 exits.append({"id": r.id, "exit": r.exit_code, "fault": r.fault, "reason": _relative(r.error, [r])})

@@ -286,7 +286,7 @@ def test_evidence_is_freed_without_the_cycle_collector():
 
 
 def _unseen_again(ev, worker):
-    values = {k: [torch.ones(4)] for k in (3001, 3002)}
+    values = {k: [torch.ones(4)] for k in (1, 2, 3, 3001, 3002)}
     judge._measure_unseen_again(worker, ev, [1, 2, 3], values, 1 << 20, lambda _p, _s, msg: msg,
                                 [[3001], [3002]], lambda msg, keys: None)
     return REGISTRY[CheckId.CACHING](ev)
@@ -303,12 +303,46 @@ def test_caching_pairs_that_say_remembers_once_are_measured_again_on_new_inputs(
     """A busy host slowing the unseen reps of one run is not memory: the next run says so. Each
     unseen set travels inside the one timing request that uses it (never uploaded ahead)."""
     ev = _ev("cpu", timing={"times_ms": [0.010] * 30, "mismatches": 2}, unseen_pairs=[(0.1, 0.5)] * 5)
-    worker = _TimingWorker(_pairs(HONEST))
+    worker = _TimingWorker(_pairs(HONEST), _pairs(HONEST))
     f = _unseen_again(ev, worker)
     assert f.status is Status.PASS and f.evidence["earlier_attempts"] == [[[0.1, 0.5]] * 5]
-    assert [t for t, _ in worker.asked] == ["time"] and worker.asked[0][1]["unseen"] == [3001]
-    assert worker.asked[0][1]["layout"] == [{"t": 0}]   # the set itself, in the request
+    # on a host clock, a control request first: a copy of seen set 1's values, under a key of its own
+    assert [t for t, _ in worker.asked] == ["time", "time"]
+    (_, control), (_, unseen) = worker.asked
+    assert control["unseen"] == [judge.settings._CONTROL] and control["sets"] == [1]
+    assert unseen["unseen"] == [3001] and unseen["sets"] == [1]
+    assert unseen["layout"] == control["layout"] == [{"t": 0}]   # each set itself, in its request
     assert ev.timing["times_ms"] == [0.010] * 30 and ev.timing["mismatches"] == 2   # the timing stands, faults kept
+
+
+def test_on_a_host_clock_the_unseen_rep_is_paired_with_a_control_requests_first_rep():
+    """The first rep of any request pays for the request (0.4 ms more here than the rep after it):
+    an honest kernel is as slow on the control's seen values as on new ones, and passes, judged net
+    of that price; a memo answers the control's first rep from memory, and is slow on new values
+    every time."""
+    first_slow = {"times_ms": [0.1], "unseen_pairs": [[0.1, 0.5]], "mismatches": 0, "first_sets": []}
+    memo_hit = {**first_slow, "unseen_pairs": [[0.1, 0.1]]}
+    memo_miss = {**first_slow, "unseen_pairs": [[0.1, 0.6]]}
+    ev = _ev("cpu", timing={"times_ms": [0.1] * 30, "mismatches": 0}, unseen_pairs=[(0.1, 0.5)])
+    f = _unseen_again(ev, _TimingWorker(first_slow, first_slow))
+    assert f.status is Status.PASS and ev.unseen_pairs == ev.unseen_controls == [(0.1, 0.5)], f
+    assert f.evidence["net_pairs"] == [[0.1, pytest.approx(0.1)]] and f.evidence["controls"] == [[0.1, 0.5]]
+    ev = _ev("cpu", timing={"times_ms": [0.1] * 30, "mismatches": 0}, unseen_pairs=[(0.1, 0.6)],
+             unseen_controls=[(0.1, 0.1)])
+    f = _unseen_again(ev, _TimingWorker(memo_hit, memo_miss, memo_hit, memo_miss))
+    assert f.status is Status.FAIL and ev.unseen_pairs == [(0.1, 0.6)] and "in each of 3 runs" in f.summary
+    assert "net of a request's own cost" in f.summary and len(f.evidence["earlier_controls"]) == 2
+
+
+def test_a_kernel_that_computes_ahead_what_a_request_brings_pays_for_it_in_both():
+    """A read-ahead that computes every set it finds on arrival pays one product in the control
+    request (for the copy of seen values, at storages it has not seen), two in the unseen one: net
+    of the control's price, the unseen rep is still a product against a lookup."""
+    from kernelvet.checks import caching
+    pairs, controls = [(0.15, 58.9)] * 5, [(0.15, 29.1)] * 5
+    assert caching.remembers(pairs, "cpu", controls)
+    honest = [(0.07, 0.31)] * 5, [(0.07, 0.30)] * 5   # the request's own cost, in both
+    assert caching.remembers(honest[0], "cpu") and not caching.remembers(honest[0], "cpu", honest[1])
 
 
 def test_a_preempted_seen_rep_does_not_hide_a_memo_on_a_host_clock():

@@ -260,6 +260,12 @@ def test_a_forged_time_does_not_size_the_judges_loop():
     report = vet(entry.path, entry.problem_ref, device="cpu")
     timers = report.finding(CheckId.TIMERS)
     assert timers.status is Status.FAIL, timers
-    budget_ms = judge.LOOP_OVERRUN * judge.Settings().loop_ms
+    loop_ms = judge.Settings().loop_ms
     for a in timers.evidence["attempts"]:
-        assert a["n"] * a["judge_wall_per_call_ms"] <= 2 * budget_ms, timers.evidence["attempts"]
+        # the pilot's price by the judge's clock, less its null twin's, as recorded: the bound the
+        # loop's length must keep, however fast or slow the host ran it
+        per_call_s = max((a["pilot_s"] - a["null_pilot_s"]) / judge.PILOT_CALLS, 1e-9)
+        assert a["cap"] == pytest.approx(judge.LOOP_OVERRUN * loop_ms / 1e3 / per_call_s), a
+        assert a["n"] <= max(5, a["cap"]), a
+        # and it bound: the forged time alone would have asked for more calls
+        assert a["n"] < min(2000, loop_ms / a["reported_ms"]), a

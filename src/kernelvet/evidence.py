@@ -47,6 +47,8 @@ class Evidence:
     unseen_pairs: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (seen ms, unseen ms)
     # per pair, the longest ms one worker thread waited for a core in its request (judge's witness, sched.py)
     unseen_waits_ms: list[float | None] = dataclasses.field(default_factory=list)
+    # host clock: per pair, its control request's (seen ms, first rep ms on a copy of seen values)
+    unseen_controls: list[tuple[float, float]] = dataclasses.field(default_factory=list)
     loop: list[dict] | None = None          # judge-clocked loop attempts: n, wall and CPU seconds, reported ms
     clocked_timing: list[dict] = dataclasses.field(default_factory=list)   # timing requests by the judge's clocks
     reference_row_errors: dict = dataclasses.field(default_factory=dict)   # set -> the reference's own, per row

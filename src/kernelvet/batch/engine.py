@@ -75,7 +75,8 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
                   failed=tuple((str(f.check), f.summary) for f in report.failed),
                   timing=_timing(report), vet_s=time.monotonic() - t0, candidate_sha256=report.candidate_sha256,
                   device=str(report.device.get("name") or report.device.get("type") or ""),
-                  finished_at=time.time())
+                  finished_at=time.time(), phases_s={k: round(float(v), 4) for k, v in report.phases_s.items()
+                                                          if isinstance(v, (int, float))})
 
 
 def _timing(report) -> dict | None:

@@ -43,6 +43,7 @@ class Record:
     finished_at: float = 0.0          # Unix time
     slot: str | None = None           # the pool's device that vetted it ("cuda:3"; None: one device)
     retried: str | None = None        # why it was vetted again on another device (its first was taken out)
+    phases_s: dict | None = None      # where the vet's time went, phase by phase (the report's phases_s)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:

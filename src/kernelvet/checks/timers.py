@@ -214,7 +214,9 @@ def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0, trust
     return {"reported_ms": attempt["reported_ms"], "judge_per_call_ms": per_call, "judge_wall_per_call_ms": wall,
             "judge_cpu_per_call_ms": cpu, "judge_max_per_call_ms": most, "bound_ms": bound, "floor_ms": floor,
             "n": n, "skipped": skipped, "wait_s": attempt.get("wait_s"), "main_wait_s": attempt.get("main_wait_s"),
-            "null_capped": wall_capped or cpu_capped, "says": says, "agrees": says == "agrees"}
+            "null_capped": wall_capped or cpu_capped, "says": says, "agrees": says == "agrees",
+            # how the loop's length was bounded: the pilot and its null twin, by the judge's clock
+            "pilot_s": attempt.get("pilot_s"), "null_pilot_s": attempt.get("null_pilot_s"), "cap": attempt.get("cap")}
 
 
 def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None = None) -> dict:
