@@ -253,7 +253,7 @@ def test_a_clean_drain_is_not_measured_again():
     ev = _ev(timing=_timing(12.2, 12.0))
     w = _TimingWorker()
     _retry(ev, w)
-    assert w.asked == [] and "drain_attempts" not in ev.extra
+    assert w.asked == [] and ev.drain_attempts == []
 
 
 def test_every_peak_table_entry_is_reachable_and_a_part_without_one_is_named():
@@ -307,8 +307,9 @@ def test_caching_pairs_that_say_remembers_once_are_measured_again_on_new_inputs(
     f = _unseen_again(ev, worker)
     assert f.status is Status.PASS and f.evidence["earlier_attempts"] == [[[0.1, 0.5]] * 5]
     # on a host clock, a control request first: a copy of seen set 1's values, under a key of its own
-    assert [t for t, _ in worker.asked] == ["time", "time"]
-    (_, control), (_, unseen) = worker.asked
+    assert [t for t, _ in worker.asked] == ["time", "time", "release"]
+    (_, control), (_, unseen), (_, release) = worker.asked
+    assert release["sets"] == control["unseen"]   # the run's control copies, once its pairs are timed
     assert control["unseen"] == [judge.settings._CONTROL] and control["sets"] == [1]
     assert unseen["unseen"] == [3001] and unseen["sets"] == [1]
     assert unseen["layout"] == control["layout"] == [{"t": 0}]   # each set itself, in its request

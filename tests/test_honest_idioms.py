@@ -112,7 +112,7 @@ def _aliased_calls():
 @pytest.mark.parametrize("policy, want", [("allow", Status.PASS), ("reject", Status.FAIL)])
 def test_aliasing_records_a_reused_output_storage_and_fails_it_only_when_strict(policy, want):
     ev = _ev("cpu", calls=_aliased_calls())
-    ev.extra["reused_output"] = policy
+    ev.reused_output = policy
     f = REGISTRY[CheckId.ALIASING](ev)
     assert f.status is want, f.summary
     assert f.evidence["same_storage"] == [["fresh", 2, 1]] and f.evidence["reused_output"] == policy
@@ -122,7 +122,7 @@ def test_aliasing_passes_own_storages_and_sees_reuse_in_the_timed_reps():
     own = [CallRecord("fresh", 1, 1, {"call_index": 2}, torch.zeros(8, 8))]
     assert "own storage" in REGISTRY[CheckId.ALIASING](_ev("cpu", calls=own)).summary
     ev = _ev("cpu", calls=own, timing={"reused_output_reps": 1})
-    ev.extra["reused_output"] = "reject"
+    ev.reused_output = "reject"
     assert REGISTRY[CheckId.ALIASING](ev).status is Status.FAIL
 
 

@@ -67,8 +67,16 @@ def test_a_large_tensor_travels_as_a_sealed_memfd_and_decodes_to_memory_of_its_o
     assert torch.equal(t, kept) and bool((back == 7.0).all())
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_to(targets: set) -> int:
+    """Descriptors of this process open on one of `targets` (what /proc/self/fd links to): the
+    test's own files alone, whatever other threads of the process open meanwhile."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") in targets
+        except OSError:   # closed since the listing
+            pass
+    return n
 
 
 def _memfd(nbytes: int, seal: bool = True) -> int:
@@ -90,15 +98,16 @@ def _memfd(nbytes: int, seal: bool = True) -> int:
 ])
 def test_a_blob_descriptor_is_checked_and_every_descriptor_closed(pair, make, spec_fd, why):
     a, b = pair
-    before = _open_fds()
     fds = make()
+    targets = {os.readlink(f"/proc/self/fd/{fd}") for fd in fds}
     header = {"type": "output", "body": {}, "tensors": [{"dtype": "float32", "shape": [2], "nbytes": 8, "fd": spec_fd}]}
     _raw(a, header, fds=fds)
     for fd in fds:
         os.close(fd)
+    assert _open_to(targets) == 0
     with pytest.raises(protocol.ProtocolError, match=why):
         _recv(b)
-    assert _open_fds() == before
+    assert _open_to(targets) == 0   # every descriptor that came is closed
 
 
 @pytest.mark.skipif(not protocol.MEMFD, reason="memfds are Linux's")

@@ -259,6 +259,23 @@ def test_the_sizes_table_flags_what_the_old_estimate_refused_and_the_new_plan_fi
     assert "19_ReLU.py" in (out / "sizes.md").read_text()
 
 
+def test_a_big_problems_sets_are_drawn_by_the_cuda_devices_generator_a_small_ones_by_the_hosts(tmp_path):
+    """Which generator draws the sets is decided from get_inputs() on the meta device: nothing drawn,
+    no CUDA started; a CPU vet always draws on the host, as KernelBench does."""
+    from kernelvet.judge import placement
+    from kernelvet.problem import load_problem
+    big = load_problem(write(tmp_path, "big.py", problem("return xs[0] * 2", "return [torch.rand(5000, 4000)]")))
+    small = load_problem(write(tmp_path, "small.py", problem("return xs[0] * 2", "return [torch.rand(64, 64)]")))
+    odd = load_problem(write(tmp_path, "odd.py", problem("return xs[0] * 2",
+                                                         "return [torch.rand(int(torch.rand(()).item() * 9) + 1)]")))
+    assert big.set_bytes() == 5000 * 4000 * 4 > placement.DEVICE_DRAW_BYTES and small.set_bytes() == 64 * 64 * 4
+    cuda = torch.device("cuda", 0)
+    assert placement.draws_on(big, cuda) == cuda and placement.draws_on(small, cuda) is None
+    assert placement.draws_on(big, torch.device("cpu")) is None
+    assert odd.set_bytes() is None and placement.draws_on(odd, cuda) is None   # a draw that reads values: the host's
+    assert not torch.cuda.is_initialized()
+
+
 # -- on a CUDA device (GPU tests) ---------------------------------------------------------------
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -317,3 +334,21 @@ def test_lean_vets_sharing_a_reference_leave_the_shared_sets_and_references_whol
         third = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
     assert first.verdict is Verdict.PASS and third.verdict is Verdict.PASS, [f.summary for f in third.failed]
     assert second.verdict is Verdict.REJECT and CheckId.CACHING in failed(second)
+
+
+@pytest.mark.gpu
+@CUDA
+def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes_the_reference(tmp_path):
+    """The device's generator draws a big problem's sets: one seed, one set, kept on the host; the
+    vet says so, and the problem's own Model still passes with the library allowed."""
+    from kernelvet.problem import load_problem
+    text = problem("return torch.relu(xs[0])", "return [torch.randn(8192, 4096)]")   # 128 MiB a set
+    path = write(tmp_path, "problem.py", text)
+    prob = load_problem(path)
+    cuda = torch.device("cuda", 0)
+    a, b, a2 = prob.draw_inputs(1, cuda), prob.draw_inputs(2, cuda), prob.draw_inputs(1, cuda)
+    assert a[0].device.type == "cpu" and torch.equal(a[0], a2[0]) and not torch.equal(a[0], b[0])
+    assert not torch.equal(a[0], prob.draw_inputs(1)[0])   # another generator than the host's
+    report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert report.device["inputs_drawn_on"] == "cuda:0"

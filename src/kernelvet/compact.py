@@ -47,7 +47,7 @@ def settle(ev, rec) -> None:
         as_seen = _stand_in(ev, key, ref) if rec.phase in OWN_VALUES and key == rec.values_of else ref
         ev.known(metrics.rel_error, metrics.rel_error(out, ref), stand, as_seen)
         if rec.phase in _PRECISION and key == rec.values_of and out.dtype == ev.dtype:
-            floor = ev.extra.get("error_floor", 0.0)
+            floor = ev.error_floor
             ev.known(metrics.rel_error, metrics.rel_error(out, ref, floor), stand, as_seen, floor)
             ev.known(metrics.ulp_stats, metrics.ulp_stats(out, ref, ev.dtype), stand, as_seen, ev.dtype)
             if key in ev.reference_row_errors:

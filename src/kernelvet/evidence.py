@@ -65,7 +65,18 @@ class Evidence:
     worker_end: str | None = None           # how the worker ended, when it did not end normally
     candidate_error: dict | None = None     # phase, error, traceback when candidate code raised
     reached: set[str] = dataclasses.field(default_factory=set)   # phases the run got through
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # what the checks read of the judge's own work (named, never string keys of `extra`)
+    error_floor: float = 0.0                # the error a truly-zero output is normalised by (metrics.error_floor)
+    reference_aten_ops: tuple[str, ...] = ()    # the aten ops the reference dispatched in its traced call
+    reference_weights: list | None = None   # the reference's [name, shape, is_parameter] per weight
+    candidate_weights: list | None = None   # the candidate's, as its worker described them
+    reused_output: str = "allow"            # the policy on a call that returns an earlier output's storage
+    unseen_in_place: int = 0                # unseen reps that ran in a seen set's storages
+    unseen_attempts: list = dataclasses.field(default_factory=list)    # earlier runs' unseen pairs
+    control_attempts: list = dataclasses.field(default_factory=list)   # earlier runs' control pairs
+    drain_attempts: list = dataclasses.field(default_factory=list)     # earlier timings' drain clocks
+    task_check: dict | None = None          # a GPU MODE task's own checker on one output (evidence only)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)   # the plan's own bookkeeping
     judged_on: torch.device = torch.device("cpu")   # where outputs, references and inputs are compared
     library_policy: Any = None              # checks.library_policy.Policy: what the candidate must write itself
     own_kernels: frozenset[str] = frozenset()   # kernel symbols of the binaries the candidate's builds loaded

@@ -82,10 +82,17 @@ class Problem:
             raise UsageError(f"{self._where()}: {what} is a {str(x.dtype).removeprefix('torch.')} tensor; "
                              f"supported dtypes: {', '.join(DTYPE_SIZES)}")
 
-    def draw_inputs(self, seed: int) -> list:
-        """One input set, drawn under `seed` with torch's global generator (as KernelBench does)."""
+    def draw_inputs(self, seed: int, on: torch.device | None = None) -> list:
+        """One input set, drawn under `seed` with torch's global generator (as KernelBench does).
+        `on`: a CUDA device whose generator draws it (get_inputs() under that device), the tensors
+        then kept on the host as every set is: on the H200's host the CPU generator took 17 s for
+        one 8 GiB set of KernelBench's matrix-vector problem."""
         torch.manual_seed(seed)
-        got = kernelbench.call_user(self.module.get_inputs, self._where(), "get_inputs()")
+        if on is None:
+            got = kernelbench.call_user(self.module.get_inputs, self._where(), "get_inputs()")
+        else:
+            with torch.device(on):
+                got = kernelbench.call_user(self.module.get_inputs, self._where(), "get_inputs()")
         if not isinstance(got, (list, tuple)) or not got:
             got = "an empty list" if isinstance(got, (list, tuple)) else kernelbench.a_kind(got)
             raise UsageError(f"{self._where()}: get_inputs() must return a non-empty list, got {got}")
@@ -93,13 +100,24 @@ class Problem:
         for i, x in enumerate(got):
             if isinstance(x, torch.Tensor):
                 self._check_dtype(x, f"get_inputs()[{i}]")
-                out.append(x.detach().to("cpu").contiguous().clone())
+                # a host copy of the set's own (never a view of the module's memory)
+                out.append(x.detach().contiguous().clone() if x.device.type == "cpu" else x.detach().contiguous().cpu())
             elif isinstance(x, (bool, int, float)):
                 out.append(x)
             else:
                 raise UsageError(f"{self._where()}: get_inputs()[{i}] is {kernelbench.a_kind(x)}; "
                                  "inputs must be tensors or numbers")
         return out
+
+    def set_bytes(self) -> int | None:
+        """Bytes of one input set, from get_inputs() on the meta device (shapes only: nothing is
+        drawn or allocated); None where it cannot run there."""
+        try:
+            with torch.device("meta"):
+                got = self.module.get_inputs()
+            return sum(x.numel() * x.element_size() for x in got if isinstance(x, torch.Tensor))
+        except Exception:  # noqa: BLE001 - the real draw reports what is wrong with it
+            return None
 
     def build_model(self, init: list, weight_seed: int) -> torch.nn.Module:
         torch.manual_seed(weight_seed)

@@ -34,6 +34,7 @@ class SharedReference:
     judged_on: Any      # torch.device where the checks compare
     refs64: Any         # float64 references by input-set key, made on first use
     weights: Any = ()   # the fresh weights the model holds, as weights.redraw returned them
+    draws_on: Any = None   # the device whose generator draws the sets (None: the host's)
 
 
 class ReferenceCache:
@@ -80,11 +81,11 @@ def own_sets(reference: ReferenceCache | None, key_seeds: dict, unseen, again, c
 _DRAW_LOCK = threading.Lock()
 
 
-def locked_draw(problem: Problem, seed: int) -> list:
+def locked_draw(problem: Problem, seed: int, on=None) -> list:
     """One input set: a problem's shared draws and a vet's own run on two threads, and each draw
-    reseeds torch's global generator, so that no two draws interleave."""
+    reseeds torch's global generator, so that no two draws interleave. `on`: Problem.draw_inputs's."""
     with _DRAW_LOCK:
-        return problem.draw_inputs(seed)
+        return problem.draw_inputs(seed, on)
 
 
 class PerVet(dict):

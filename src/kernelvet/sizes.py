@@ -137,6 +137,7 @@ class PlanCounts:
     unseen: int = 5
     again: int = 2      # judge.UNSEEN_AGAIN
     loops: int = 3      # judge.LOOP_ATTEMPTS
+    controls: int = 0   # control requests' copies of seen values held at once (host clock: one per unseen set)
     flush_bytes: int = 256 << 20   # the worker's L2 flush buffer (devices.FLUSH_MIN_BYTES at least)
 
     @property
@@ -147,8 +148,10 @@ class PlanCounts:
     @property
     def outputs(self) -> int:
         """Outputs recorded for the checks, at most: warm-up, fresh, determinism, overwrite, two
-        probe attempts, the timing's first per fresh set, two per unseen request, one per loop."""
-        return 1 + self.fresh + 1 + 1 + 2 + self.fresh + 2 * self.unseen * (1 + self.again) + self.loops
+        probe attempts, the timing's first per fresh set, two per unseen request (and per control
+        request, on a host clock), one per loop."""
+        return (1 + self.fresh + 1 + 1 + 2 + self.fresh + 2 * (self.unseen + self.controls) * (1 + self.again)
+                + self.loops)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +187,8 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     (`judge_device`: the judge compares on the device at all; a small CUDA problem and every CPU
     run are judged on the host). The candidate's own scratch memory is not counted."""
     s, o, o64, w = size.input_bytes, size.output_elements * size.output_itemsize, size.output_bytes, size.weight_bytes
-    worker_sets = plan.fresh + 1 if hold.lean else plan.keys - 1   # the overwrite's values land in a fresh set
+    # the overwrite's values land in a fresh set; a lean worker frees each control copy with its request
+    worker_sets = plan.fresh + 1 if hold.lean else plan.keys - 1 + plan.controls
     device = {
         "worker input sets": worker_sets * s,
         # a call's copy of its inputs (inputs_changed), a seen set's values saved while an unseen one visits
@@ -314,5 +318,6 @@ def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_d
     device_bytes, host_bytes = memories(dev)
     if dev.type != "cuda":
         device_bytes = host_bytes // 2 if host_bytes else None
-    hold = holding(size, device_bytes, host_bytes, judge_device=judge_device and dev.type == "cuda")
+    plan = PlanCounts() if dev.type == "cuda" else PlanCounts(controls=PlanCounts.unseen)
+    hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device and dev.type == "cuda")
     return dataclasses.replace(hold, output_itemsize=size.output_itemsize)

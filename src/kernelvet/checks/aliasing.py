@@ -28,7 +28,7 @@ def evaluate(ev) -> Finding:
     pairs = reuses(ev)
     t = ev.timing or {}
     timed = t.get("reused_output_reps") if isinstance(t.get("reused_output_reps"), int) else 0
-    policy = ev.extra.get("reused_output", "allow")
+    policy = ev.reused_output
     evidence = {"reused_output": policy, "same_storage": pairs[:20], "timed_reps_reusing": timed}
     if not pairs and not timed:
         return Finding(CheckId.ALIASING, Status.PASS, f"each of {len(observed)} calls returned its own storage",

@@ -105,11 +105,11 @@ def evaluate(ev) -> Finding:
         net = net_pairs(ev.unseen_pairs, ev.unseen_controls)
         stats = pair_stats(net)
         evidence.update({**stats, "pairs": [list(p) for p in ev.unseen_pairs],
-                         "unseen_at_seen_pointers": ev.extra.get("unseen_in_place"),
+                         "unseen_at_seen_pointers": ev.unseen_in_place,
                          "waits_ms": list(ev.unseen_waits_ms),
                          "controls": [list(p) for p in ev.unseen_controls], "net_pairs": [list(p) for p in net],
-                         "earlier_attempts": ev.extra.get("unseen_attempts", []),
-                         "earlier_controls": ev.extra.get("control_attempts", [])})
+                         "earlier_attempts": ev.unseen_attempts,
+                         "earlier_controls": ev.control_attempts})
         if remembers(ev.unseen_pairs, ev.device.type, ev.unseen_controls):
             runs = 1 + len(evidence["earlier_attempts"])
             net_of = ", net of a request's own cost" if ev.unseen_controls else ""

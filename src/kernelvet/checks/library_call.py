@@ -65,7 +65,7 @@ def evaluate(ev) -> Finding:
 
 
 def _why(ev, bad: list[str]) -> str:
-    ref = reference_compute_ops(ev.extra.get("reference_aten_ops", ()))
+    ref = reference_compute_ops(ev.reference_aten_ops)
     if set(bad) & ref:
         return "the reference dispatches it, and the candidate was to write it itself"
     if set(bad) <= CONTRACTIONS:

@@ -16,8 +16,8 @@ from ._common import not_reached
 
 
 def evaluate(ev) -> Finding:
-    ref = ev.extra.get("reference_weights")
-    got = ev.extra.get("candidate_weights")
+    ref = ev.reference_weights
+    got = ev.candidate_weights
     if ref is None or not isinstance(got, dict):
         return not_reached(CheckId.PARAMETERS)
     params = [(str(name), list(shape)) for name, shape, is_param in ref if is_param]

@@ -41,14 +41,14 @@ def evaluate(ev) -> Finding:
         if tuple(c.output.shape) != tuple(ref.shape):
             return Finding(CheckId.PRECISION, Status.FAIL, f"output shape {tuple(c.output.shape)} is not the "
                            f"reference's {tuple(ref.shape)}", {"phase": c.phase})
-        err = ev.memo(metrics.rel_error, c.output, ref, ev.extra.get("error_floor", 0.0))
+        err = ev.memo(metrics.rel_error, c.output, ref, ev.error_floor)
         rows.append(err)
         if worst is None or err > worst[0]:
             worst = (err, c)
     evidence = {"tolerance": tol, "reference_error": ev.reference_error, "errors": rows,
                 "excluded_unwritten": excluded, "declared_tolerance": ev.declared_tolerance}
-    if "task_check" in ev.extra:   # a GPU MODE task's own checker on one checked output (evidence only)
-        evidence["task_check"] = ev.extra["task_check"]
+    if ev.task_check is not None:   # a GPU MODE task's own checker on one checked output (evidence only)
+        evidence["task_check"] = ev.task_check
     if worst is None:
         return Finding(CheckId.PRECISION, Status.SKIP, "every checked output held poison (see unwritten-output)",
                        evidence)

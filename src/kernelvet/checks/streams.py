@@ -53,7 +53,7 @@ def evaluate(ev) -> Finding:
     hidden = drain - base
     evidence = {"events_median_ms": events, "drain_median_ms": drain, "drain_baseline_ms": base,
                 "hidden_ms": hidden, "ratio": (events + max(hidden, 0)) / events if events > 0 else None,
-                "probe": p, "trace": traced, "earlier_attempts": ev.extra.get("drain_attempts", [])}
+                "probe": p, "trace": traced, "earlier_attempts": ev.drain_attempts}
     if _hidden(events, drain, base):
         return Finding(CheckId.STREAMS, Status.FAIL,
                        f"{hidden:.4g} ms of device work per call outlived the caller's stream events "

@@ -26,7 +26,7 @@ from ..report import Report, Status, Timing, Verdict
 from .assembly import _mark_not_run, _vouched_times
 from .bodies import _load_body
 from .lean import _moved
-from .placement import _judged_on
+from .placement import _judged_on, draws_on
 from .plan import Plan
 from .policy import _BELOW_DISPATCHER, _library_policy, _parse_allow
 from .reference import _Lazy, _check_inputs_vary, _count_flops, _derived_seed, _min_bytes, _run_reference, _within
@@ -184,6 +184,7 @@ class _Vet:
     findings: tuple = ()
     containment: dict = dataclasses.field(default_factory=dict)
     requests: object = None
+    draws_on: torch.device | None = None   # the device whose generator draws the sets (placement.draws_on)
 
     def take_worker(self) -> None:
         # One worker runs the reference first, then the candidate: one process start-up, the same
@@ -216,8 +217,9 @@ class _Vet:
         # Input sets are drawn a few ahead of use, on a thread (see draws.py), and their float64
         # references made when first used (each set from its own seed, so the order does not
         # matter): a candidate rejected by the checked calls never costs the later sets.
-        draw = (lambda k: prob.draw_inputs(key_seeds[k])) if reference is None else \
-            (lambda k: locked_draw(prob, key_seeds[k]))
+        on = self.draws_on = draws_on(prob, dev) if shared is None else shared.draws_on
+        draw = (lambda k: prob.draw_inputs(key_seeds[k], on)) if reference is None else \
+            (lambda k: locked_draw(prob, key_seeds[k], on))
         values = self.values = Draws(draw, [k for k in keys.all if k not in self.own_keys]) if shared is None \
             else shared.values
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
@@ -253,7 +255,8 @@ class _Vet:
         if first_ref is not None:
             refs64[_WARMUP] = first_ref
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
-            shared = self.shared = SharedReference(model, self.values, self.flops, judged_on, refs64, self.state)
+            shared = self.shared = SharedReference(model, self.values, self.flops, judged_on, refs64, self.state,
+                                                 self.draws_on)
             reference.put(self.dev, shared)
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = self.values = PerVet(shared.values, Draws(draw, self.own_keys), self.own_keys)
@@ -303,7 +306,7 @@ class _Vet:
         ev.forbidden = policies.forbidden_ops(self.prob.forbidden or ref_run["aten_ops"], policy)
         ev.reference_row_errors = ref_run["row_errors"]
         ev.null_trusted = ref_run["null_trusted"]
-        ev.extra["reference_aten_ops"] = sorted(ref_run["aten_ops"])
+        ev.reference_aten_ops = tuple(sorted(ref_run["aten_ops"]))
         try:
             ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden) | _BELOW_DISPATCHER
                                          if ev.forbidden else frozenset(), filename=self.candidate)
@@ -313,10 +316,10 @@ class _Vet:
         ev.output_arg = self.prob.output_arg
         ev.extra["problem_size"] = dataclasses.asdict(self.size)
         ev.extra["message_limit"] = self.w.max_blob_bytes
-        ev.extra["error_floor"] = self.floor
-        ev.extra["reference_weights"] = [[name, list(t.shape), is_param] for name, t, is_param in self.state]
+        ev.error_floor = self.floor
+        ev.reference_weights = [[name, list(t.shape), is_param] for name, t, is_param in self.state]
         ev.extra["weights_state"] = self.state
-        ev.extra["reused_output"] = self.settings.reused_output
+        ev.reused_output = self.settings.reused_output
         ev.extra["holding"] = dataclasses.asdict(self.hold)
 
     def run_candidate(self, entry, waived, audit: str) -> None:
@@ -331,7 +334,7 @@ class _Vet:
         # arithmetic ran ~0.4 s slower beside a spare's start-up on the H200 (CPU threads contended).
         t0 = time.monotonic()
         if self.prob.spec.get("kind") == "gpumode":   # the task's own checker: evidence beside precision only
-            ev.extra["task_check"] = gpumode_check.own_check(self.prob.module, self.prob.spec["skeleton"], ev)
+            ev.task_check = gpumode_check.own_check(self.prob.module, self.prob.spec["skeleton"], ev)
         self.findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
         self.phases["findings"] = time.monotonic() - t0
 
@@ -365,7 +368,7 @@ class _Vet:
         return Report(
             verdict=verdict, findings=findings, timing=timing, problem=self.prob.to_json(),
             candidate=os.path.abspath(self.candidate), candidate_sha256=source_sha256,
-            device={**info, "judged_on": str(self.judged_on)}, seed=self.keys.secret, versions=_versions(),
+            device={**info, "judged_on": str(self.judged_on), "inputs_drawn_on": str(self.draws_on or "cpu")}, seed=self.keys.secret, versions=_versions(),
             waived=tuple(sorted(waived, key=str)),
             candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
             library_policy=policy.to_json())

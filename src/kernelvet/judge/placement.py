@@ -53,6 +53,20 @@ def warm_judge(device: str = "auto", flops: float | None = None) -> None:
         torch.cuda.synchronize(dev)
 
 
+# One input set of more bytes than this is drawn by the CUDA device's generator (Problem.draw_inputs).
+DEVICE_DRAW_BYTES = 64 << 20
+
+
+def draws_on(prob, dev: torch.device) -> torch.device | None:
+    """The device whose generator draws the input sets: the CUDA device for a big problem (the CPU
+    generator draws ~0.5 GB/s), else None (the host's, as KernelBench draws; a small problem's judge
+    starts no CUDA for it)."""
+    if dev.type != "cuda":
+        return None
+    nbytes = prob.set_bytes()
+    return dev if nbytes is not None and nbytes > DEVICE_DRAW_BYTES else None
+
+
 def _judged_on(dev: torch.device, flops: float | None, model, sample: list):
     """Where the checks compare: the host for a CPU run, and for a small problem (`host_judges`)
     whose reference runs there, if this process has not started CUDA (a judge that has, a warm

@@ -44,6 +44,7 @@ class Plan:
     placed: set = dataclasses.field(default_factory=set)   # sets the worker holds: a set is sent
                                                             # inside the first request that uses it
     controls: dict = dataclasses.field(default_factory=dict)   # a control request's key -> its seen set
+    released: set = dataclasses.field(default_factory=set)     # control keys the worker no longer holds
 
     def __post_init__(self):
         self.set_values = {k: k for k in [_WARMUP, *self.fresh, _PROBE, *self.unseen,
@@ -123,7 +124,7 @@ class Plan:
                                  ev.device, weight_seed, init, poison, CheckId.UNWRITTEN_OUTPUT in ev.enabled,
                                  self.settings, self.out_nbytes, ev.output_arg, ev.extra.pop("weights_state", ()))
         loaded = self.record("import", None, w.request("load", body, blobs))
-        ev.extra["candidate_weights"] = loaded.body.get("parameters")
+        ev.candidate_weights = loaded.body.get("parameters")
         self.phases["import"] = time.monotonic() - t0
         ev.reached.add("load")
 
@@ -214,7 +215,7 @@ class Plan:
             attempts.append({k: ev.timing.get(k) for k in ("drain_ms", "null_drain_ms", "synced_ms")})
             ev.timing = _faults_kept(self.time_again().body, ev.timing)
         if attempts:
-            ev.extra["drain_attempts"] = attempts
+            ev.drain_attempts = attempts
 
     def measure_unseen_again(self) -> None:
         """Seen/unseen pairs that say "remembers answers" are measured again, up to twice, each time on
@@ -226,10 +227,10 @@ class Plan:
             new = self.again[len(attempts)]   # unseen inputs drawn for this run
             attempts.append([list(p) for p in ev.unseen_pairs])
             if ev.unseen_controls:
-                ev.extra.setdefault("control_attempts", []).append([list(p) for p in ev.unseen_controls])
+                ev.control_attempts.append([list(p) for p in ev.unseen_controls])
             ev.unseen_pairs, ev.unseen_waits_ms, ev.unseen_controls = self.unseen_pairs(new)
         if attempts:
-            ev.extra["unseen_attempts"] = attempts
+            ev.unseen_attempts = attempts
 
     def unseen_pairs(self, unseen) -> tuple[list[tuple], list[float | None], list[tuple]]:
         """One request per unseen set, carrying it: the worker times one call on it before any other
@@ -259,6 +260,10 @@ class Plan:
             pairs += [tuple(p) for p in u_pairs]
             controls += [tuple(p) for p in c_pairs]
             waits += [u_wait if not controlled or u_wait is None or c_wait is None else max(u_wait, c_wait)] * len(u_pairs)
+        held = [k for k in self.controls if k not in self.released]
+        if held:   # this run's control copies, together, once its pairs are all timed
+            self.w.request("release", {"sets": held})
+            self.released.update(held)
         return pairs, waits, controls
 
     def _pair_request(self, k, vals, seen, control: bool = False) -> tuple[list, float | None]:
@@ -275,7 +280,7 @@ class Plan:
         self.timed_outputs(msg, () if control else (k,))
         ev.timing = _faults_kept(ev.timing or {}, msg.body)
         if not control:
-            ev.extra["unseen_in_place"] = ev.extra.get("unseen_in_place", 0) + int(msg.body.get("unseen_in_place") or 0)
+            ev.unseen_in_place += int(msg.body.get("unseen_in_place") or 0)
         return msg.body.get("unseen_pairs", []), None if wait_s is None else wait_s * 1e3
 
     def _control_request(self, seen) -> tuple[list, float | None]:
@@ -285,8 +290,9 @@ class Plan:
         key = _CONTROL + len(self.controls)
         self.controls[key] = seen   # its outputs are verified as the seen set's
         got = self._pair_request(key, self.values[self.set_values[seen]], seen, control=True)
-        if (self.ev.extra.get("holding") or {}).get("lean"):
+        if (self.ev.extra.get("holding") or {}).get("lean"):   # as its unseen twin is, by _let_go
             self.w.request("release", {"sets": [key]})
+            self.released.add(key)
         return got
 
     def clocked_time(self, body: dict):
