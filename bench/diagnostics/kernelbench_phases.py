@@ -1,0 +1,108 @@
+"""Where a vet of a big KernelBench problem spends its time: the report's phases, and the judge's
+own steps inside them (set draws, float64 references, FLOP count, worker requests), each timed by
+wrapping the function that does it.
+
+    PYTHONPATH=src python3 bench/diagnostics/kernelbench_phases.py OUT.jsonl 4:ref,3:allowed [BUDGET_S]
+
+Each spec is PROBLEM_NUMBER:KIND of KernelBench level 1 (in .kernelbench/KernelBench/level1):
+`ref`, the problem's own Model as the candidate (default library policy), or `allowed`, the same
+with `--allow library-call`. One line per vet is appended to OUT.jsonl; no new vet starts once
+BUDGET_S seconds have passed.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import os
+import sys
+import tempfile
+import time
+
+import kernelvet.judge.api as api
+import kernelvet.judge.plan as plan
+import kernelvet.judge.reference as reference
+from kernelvet import problem, sizes, spawn, vet
+
+LEVEL1 = os.path.join(".kernelbench", "KernelBench", "level1")
+SPENT = collections.defaultdict(float)
+CALLS = collections.Counter()
+
+
+def _timed(owner, name: str, label: str | None = None) -> None:
+    fn = getattr(owner, name)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t0 = time.monotonic()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SPENT[label or name] += time.monotonic() - t0
+            CALLS[label or name] += 1
+    setattr(owner, name, wrapper)
+
+
+def _wrap_all() -> None:
+    _timed(problem.Problem, "draw_inputs")
+    _timed(api, "reference64")
+    _timed(api, "_count_flops")
+    _timed(sizes, "holding_for")
+    _timed(api, "_judged_on")
+    _timed(plan, "_encode_set")
+    _timed(reference, "_encode_set", "_encode_set (reference)")
+    _timed(spawn.WorkerHandle, "request")
+
+
+def _stage(number: int, work: str) -> tuple[str, str, str]:
+    """The problem and its own Model as a candidate, in a folder of their own."""
+    files = {int(f.split("_")[0]): f for f in os.listdir(LEVEL1) if f.endswith(".py")}
+    name = files[number]
+    with open(os.path.join(LEVEL1, name)) as fh:
+        source = fh.read()
+    folder = os.path.join(work, str(number))
+    os.makedirs(folder, exist_ok=True)
+    prob, cand = os.path.join(folder, "problem.py"), os.path.join(folder, "candidate.py")
+    with open(prob, "w") as fh:
+        fh.write(source)
+    with open(cand, "w") as fh:
+        fh.write(source + "\n\nclass ModelNew(Model):\n    pass\n")
+    return name, prob, cand
+
+
+def one(spec: str, work: str) -> dict:
+    number, kind = spec.split(":")
+    name, prob, cand = _stage(int(number), work)
+    SPENT.clear()
+    CALLS.clear()
+    t0 = time.monotonic()
+    try:
+        report = vet(cand, prob, device="cuda", timeout=300, allow=["library-call"] if kind == "allowed" else [])
+        got = {"verdict": str(report.verdict), "failed": [str(f.check) for f in report.failed],
+               "phases": dict(report.phases_s)}
+    except Exception as exc:  # noqa: BLE001 - recorded, the next spec still runs
+        got = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    got.update(problem=name, kind=kind, wall=time.monotonic() - t0,
+               judge={k: [round(SPENT[k], 3), CALLS[k]] for k in SPENT})
+    return got
+
+
+def main(argv: list[str]) -> int:
+    out, specs = argv[0], argv[1].split(",")
+    budget = float(argv[2]) if len(argv) > 2 else 540.0
+    _wrap_all()
+    end = time.monotonic() + budget
+    with tempfile.TemporaryDirectory() as work:
+        for spec in specs:
+            if time.monotonic() > end:
+                break
+            line = json.dumps(one(spec, work))
+            print(line, flush=True)
+            with open(out, "a") as fh:
+                fh.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
