@@ -29,6 +29,8 @@ GROUPS = {
     "worker": "worker", "warm": "worker", "after_return": "worker",
     # the judge/worker messages
     "protocol": "wire", "codec": "wire", "wire": "wire",
+    # big CUDA tensors in device buffers the judge lends per request
+    "devshare": "wire", "lending": "wire",
     # one module per check id, and what checks decide on and return
     "checks": "checks",
     "evidence": "records", "report": "records", "metrics": "records", "ids": "records",

@@ -1,4 +1,5 @@
-"""torch.Tensor <-> protocol.Blob. Bytes only: no pickle, no storage sharing."""
+"""torch.Tensor <-> protocol.Blob. Bytes only: no pickle, no storage sharing (device buffers are
+lent by the judge, never shared from a tensor's storage: devshare.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import mmap
 
 import torch
 
+from .devshare import LEND_MIN_BYTES
 from .protocol import Blob, DTYPE_SIZES, ProtocolError
 
 _BY_NAME = {name: getattr(torch, name) for name in DTYPE_SIZES}
@@ -26,10 +28,14 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise ProtocolError(f"unknown dtype {name!r}") from None
 
 
-def to_blob(t: torch.Tensor) -> Blob:
+def to_blob(t: torch.Tensor, device_ok: bool = False) -> Blob:
     """A tensor's values as C-order bytes (any device, any strides). A contiguous CPU tensor's blob
-    is a read-only view of its memory (`protocol.send` copies it): send it before changing `t`."""
+    is a read-only view of its memory (`protocol.send` copies it): send it before changing `t`.
+    `device_ok`: a big CUDA tensor's blob holds the tensor itself, for the worker's reply to put in
+    a lent room or else through the host (lending.WorkerLoan.encode, lending.through_host)."""
     t = t.detach()
+    if device_ok and t.device.type == "cuda" and t.numel() * t.element_size() >= LEND_MIN_BYTES:
+        return Blob(dtype_name(t.dtype), tuple(t.shape), t)
     if t.device.type == "cpu" and t.is_contiguous():
         flat = t.reshape(-1)
     else:
@@ -42,7 +48,10 @@ def to_blob(t: torch.Tensor) -> Blob:
 
 def from_blob(b: Blob) -> torch.Tensor:
     """A writable tensor holding the blob's values. A received blob's buffer (a bytearray, or a
-    copy-on-write mapping of a sealed memfd) is the tensor's memory, not copied: decode it once."""
+    copy-on-write mapping of a sealed memfd) is the tensor's memory, not copied: decode it once. A
+    blob that came in a lent device buffer holds its copy already (lending.py)."""
+    if isinstance(b.data, torch.Tensor):
+        return b.data
     dtype = dtype_from_name(b.dtype)
     if not len(b.data):
         return torch.empty(b.shape, dtype=dtype)

@@ -5,7 +5,8 @@ The header is an object {"type": str, "body": {...}, "tensors": [{"dtype", "shap
 Everything a worker sends is hostile until `recv` has validated it: sizes are bounded
 before anything is read, dtypes come from a closed list, shapes must match byte counts.
 
-A blob of FD_MIN_BYTES or more travels as a sealed memfd (its spec carries "fd": the index of
+A blob whose spec carries "lent" has its bytes in a CUDA device buffer the judge lent for the
+request (lending.py); its body names the buffers. A blob of FD_MIN_BYTES or more travels as a sealed memfd (its spec carries "fd": the index of
 the descriptor passed with the header), not through the socket: at 8192 x 8192 float32 the
 socket's copies cost ~0.6 s a tensor, and a vet moves dozens. The receiver accepts only a
 memfd sealed against writes and resizing, of exactly the announced size: its bytes cannot change
@@ -30,6 +31,7 @@ from typing import Any, Sequence
 MAX_HEADER_BYTES = 4 << 20
 FD_MIN_BYTES = 1 << 20   # blobs this large travel as sealed memfds (where the OS has them)
 MAX_FDS = 64             # descriptors one message may carry; the kernel closes any beyond
+MAX_LENT = 64            # lent device buffers one request may name
 
 try:
     import fcntl
@@ -63,7 +65,8 @@ class Blob:
 
     dtype: str
     shape: tuple[int, ...]
-    data: bytes | bytearray | memoryview | mmap.mmap   # received: a bytearray, or a private mapping
+    data: object   # bytes, bytearray, memoryview or a private mapping (received); a device tensor once decoded
+    lent: int | None = None   # the bytes are in this lent device buffer of the request (lending.py)
 
     @property
     def numel(self) -> int:
@@ -81,6 +84,10 @@ def send(sock: socket.socket, type_: str, body: dict | None = None, tensors: Seq
     specs, fds = [], []
     try:
         for b in tensors:
+            if b.lent is not None:
+                specs.append({"dtype": b.dtype, "shape": list(b.shape), "nbytes": b.numel * DTYPE_SIZES[b.dtype],
+                              "lent": b.lent})
+                continue
             spec = {"dtype": b.dtype, "shape": list(b.shape), "nbytes": len(b.data)}
             if MEMFD and spec["nbytes"] >= FD_MIN_BYTES and len(fds) < MAX_FDS:
                 spec["fd"] = len(fds)
@@ -99,7 +106,7 @@ def send(sock: socket.socket, type_: str, body: dict | None = None, tensors: Seq
         for fd in fds:   # the message in flight holds its own references
             os.close(fd)
     for b, spec in zip(tensors, specs):
-        if "fd" not in spec:
+        if "fd" not in spec and "lent" not in spec:
             sock.sendall(b.data)
 
 
@@ -168,18 +175,20 @@ def recv(sock: socket.socket, *, deadline: float | None, max_blob_bytes: int,
         used = [m[3] for m in blobs_meta if m[3] is not None]
         if len(set(used)) != len(used) or any(i >= len(fds) for i in used):
             raise ProtocolError(f"blobs name descriptors {used}, but {len(fds)} came, each usable once")
-        blobs = tuple(Blob(d, shape, _read_exact(sock, nbytes, deadline) if fd is None else _mapped(fds[fd], nbytes))
-                      for d, shape, nbytes, fd in blobs_meta)
+        blobs = tuple(Blob(d, shape, b"", lent=lent) if lent is not None else
+                      Blob(d, shape, _read_exact(sock, nbytes, deadline) if fd is None else _mapped(fds[fd], nbytes))
+                      for d, shape, nbytes, fd, lent in blobs_meta)
         return Message(type_, body, blobs)
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _validate_spec(spec: Any) -> tuple[str, tuple[int, ...], int, int | None]:
-    if not isinstance(spec, dict) or not {"dtype", "shape", "nbytes"} <= set(spec) <= {"dtype", "shape", "nbytes", "fd"}:
-        raise ProtocolError("tensor spec must have exactly dtype, shape, nbytes (and fd, for a memfd)")
-    dtype, shape, nbytes, fd = spec["dtype"], spec["shape"], spec["nbytes"], spec.get("fd")
+def _validate_spec(spec: Any) -> tuple[str, tuple[int, ...], int, int | None, int | None]:
+    if (not isinstance(spec, dict) or not {"dtype", "shape", "nbytes"} <= set(spec) <= {"dtype", "shape", "nbytes", "fd", "lent"}
+            or {"fd", "lent"} <= set(spec)):
+        raise ProtocolError("tensor spec must have exactly dtype, shape, nbytes (and fd, for a memfd, or lent)")
+    dtype, shape, nbytes, fd, lent = spec["dtype"], spec["shape"], spec["nbytes"], spec.get("fd"), spec.get("lent")
     if dtype not in DTYPE_SIZES:
         raise ProtocolError(f"tensor dtype {dtype!r} is not one the judge accepts")
     if (not isinstance(shape, list) or len(shape) > 16
@@ -189,7 +198,9 @@ def _validate_spec(spec: Any) -> tuple[str, tuple[int, ...], int, int | None]:
         raise ProtocolError(f"tensor of shape {shape} and dtype {dtype} cannot be {nbytes!r} bytes")
     if fd is not None and (type(fd) is not int or not 0 <= fd < MAX_FDS):
         raise ProtocolError(f"bad descriptor index {fd!r}")
-    return dtype, tuple(shape), nbytes, fd
+    if lent is not None and (type(lent) is not int or not 0 <= lent < MAX_LENT):
+        raise ProtocolError(f"bad lent buffer index {lent!r}")
+    return dtype, tuple(shape), nbytes, fd, lent
 
 
 _ANC_BYTES = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)

@@ -284,12 +284,76 @@ class WorkerHandle:
         # Tensor bytes one reply may announce: the judge sets it from the problem (sizes.py); until
         # then (start-up, the reference's load) replies carry no tensors of any size.
         self.max_blob_bytes = 1 << 20
+        # Big CUDA tensors travel in device buffers the judge lends per request (lending.py): the
+        # bytes one reply's output may take (set by the judge from the problem), and whether this
+        # worker mapped the probe buffer (None: not asked yet)
+        self.device = device
+        self.room_bytes = 0
+        self._lend_ok: bool | None = False if cpu else None
+        self.transfers = "host"
         self._greeted = False
         self._pending: list[str] = []   # requests sent by `send_only` whose answers are unread, in order
         self._round_trips: dict[str, list] = {}
 
     def request(self, type_: str, body: dict | None = None, tensors=(), *, timeout: float | None = None,
                 max_blob_bytes: int | None = None) -> protocol.Message:
+        loan = self._loan(type_, body or {}, tensors) if type_ is not None else None
+        if loan is not None:
+            body, tensors = {**(body or {}), "lent": loan.specs()}, loan.blobs
+        try:
+            return self._request(type_, body, tensors, loan, timeout, max_blob_bytes)
+        finally:
+            if loan is not None:
+                loan.close()
+
+    def _loan(self, type_: str, body: dict, tensors):
+        """The device buffers lent for this request (lending.JudgeLoan), or None: tensors through
+        the host. Only in a judge that runs CUDA already, for a worker that mapped the probe."""
+        torch = sys.modules.get("torch")
+        if self._lend_ok is False or torch is None or not torch.cuda.is_initialized():
+            return None
+        from . import devshare, lending
+        rooms = lending.rooms_for(type_, body)
+        if not (any(b.lent is None and len(b.data) >= devshare.LEND_MIN_BYTES for b in tensors)
+                or rooms and self.room_bytes >= devshare.LEND_MIN_BYTES):
+            return None
+        if self._lend_ok is None:
+            self._lend_ok = False   # while it is asked
+            self._lend_ok = self._probe_lending()
+            if not self._lend_ok:
+                return None
+        try:
+            return lending.JudgeLoan.make(torch.device(self.device), tensors, rooms, self.room_bytes)
+        except devshare.DeviceShareError:
+            return None   # no device memory to lend now: through the host
+
+    def _probe_lending(self) -> bool:
+        """Whether this worker maps a lent buffer and returns its bytes through a lent room."""
+        import torch
+        from . import codec, devshare, lending
+        if not devshare.available():
+            self.transfers = "host (the CUDA runtime torch loaded was not found)"
+            return False
+        dev = torch.device(self.device)
+        probe = torch.randint(0, 256, (devshare.LEND_MIN_BYTES,), dtype=torch.uint8, device=dev)
+        try:
+            loan = lending.JudgeLoan.make(dev, [codec.to_blob(probe)], 1, devshare.LEND_MIN_BYTES)
+        except devshare.DeviceShareError as exc:
+            self.transfers = f"host ({exc})"
+            return False
+        try:
+            msg = self._request("lend", {"lent": loan.specs()}, loan.blobs, loan, 30.0, 2 * devshare.LEND_MIN_BYTES)
+            back = msg.tensors[0].data if len(msg.tensors) == 1 else None
+            ok = isinstance(back, torch.Tensor) and torch.equal(back, probe)
+            self.transfers = "device (CUDA IPC)" if ok else "host (the worker did not return the probe buffer)"
+            return ok
+        except CandidateRaised as exc:
+            self.transfers = f"host (the worker could not map a lent buffer: {exc.error})"[:300]
+            return False
+        finally:
+            loan.close()
+
+    def _request(self, type_, body, tensors, loan, timeout, max_blob_bytes) -> protocol.Message:
         if self.ended:
             raise self.ended
         if type_ is not None and self._pending:
@@ -302,6 +366,10 @@ class WorkerHandle:
             if type_ is not None:
                 protocol.send(self.sock, type_, body, tensors)
             msg = protocol.recv(self.sock, deadline=deadline, max_blob_bytes=max_blob_bytes, allowed=REPLIES)
+            if any(b.lent is not None for b in msg.tensors):
+                if loan is None:
+                    raise protocol.ProtocolError("a blob names a lent buffer, but none was lent for this request")
+                msg = loan.received(msg)
         except protocol.Timeout:
             self._end(f"timed out (no answer within the {self._budget_text(deadline)})")
         except (protocol.PeerClosed, BrokenPipeError, ConnectionResetError):

@@ -75,7 +75,11 @@ class Body(frozenset):
 
 SET = Kind("int")   # an input set's key (judge/settings.py)
 
-REQUESTS: dict[str, Body] = {
+# A request carrying big CUDA tensors, or whose reply does, names the device buffers the judge lent
+# for it (lending.py): each {"handle", "nbytes", "room"}.
+_LENT = {"lent": Kind("list", of=DICT)}
+
+REQUESTS: dict[str, Body] = {k: Body(**v.kinds, **_LENT) for k, v in {
     "prepare": Body(device=STR, flush_factor=SECONDS),
     "load": Body(target=DICT, device=STR, weight_seed=Kind("int", null=True), init=LIST, poison=DICT, paint=BOOL,
                  settle_s=SECONDS, out_nbytes=COUNT, output_arg=Kind("int", null=True), state=LIST),
@@ -89,8 +93,9 @@ REQUESTS: dict[str, Body] = {
     "audit": Body(set=SET, sleep_ms=SECONDS, own=BOOL, ops=BOOL),
     "release": Body(empty_cache=BOOL, sets=INTS),
     "integrity": Body(),
+    "lend": Body(),   # a probe: the one lent tensor, returned through the one room
     "bye": Body(),
-}
+}.items()}
 
 # Every reply also carries the worker's `integrity` (bindings moved, process state changed).
 _INTEGRITY = {"integrity": DICT}
@@ -112,6 +117,7 @@ REPLIES: dict[str, Body] = {k: Body(**v, **_INTEGRITY) for k, v in {
     "audited": dict(activities=Kind("list", of=DICT), dropped=COUNT, cpu_events=LIST, binaries=Kind("list", of=DICT)),
     "looped": dict(exact_tensor=BOOL),
     "state": dict(),
+    "lent": dict(),
     "failed": dict(phase=STR, error=STR, traceback=STR),
 }.items()}
 
@@ -119,4 +125,4 @@ REPLIES: dict[str, Body] = {k: Body(**v, **_INTEGRITY) for k, v in {
 # the worker's socket desynchronises the stream, and the next mismatch ends the worker.
 ANSWERS = {None: "hello", "prepare": "prepared", "load": "loaded", "inputs": "ok", "overwrite": "ok", "release": "ok",
            "call": "output", "time": "timed", "probe": "probed", "audit": "audited", "loop": "looped",
-           "integrity": "state"}
+           "integrity": "state", "lend": "lent"}

@@ -274,6 +274,7 @@ class _Vet:
             self.size = dataclasses.replace(self.size, output_itemsize=self.hold.output_itemsize)
         self.floor = metrics.error_floor(values[fresh[0]], refs64[fresh[0]])
         self.w.max_blob_bytes = self.size.message_limit(len(fresh) + len(self.keys.unseen) + 1)
+        self.w.room_bytes = self.size.output_elements * self.size.output_itemsize   # a lent room: one output
         self.refs64 = refs64
 
     def reference_run(self, price_nulls: bool = True) -> None:
@@ -368,7 +369,8 @@ class _Vet:
         return Report(
             verdict=verdict, findings=findings, timing=timing, problem=self.prob.to_json(),
             candidate=os.path.abspath(self.candidate), candidate_sha256=source_sha256,
-            device={**info, "judged_on": str(self.judged_on), "inputs_drawn_on": str(self.draws_on or "cpu")}, seed=self.keys.secret, versions=_versions(),
+            device={**info, "judged_on": str(self.judged_on), "inputs_drawn_on": str(self.draws_on or "cpu"),
+                    "transfers": self.w.transfers}, seed=self.keys.secret, versions=_versions(),
             waived=tuple(sorted(waived, key=str)),
             candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
             library_policy=policy.to_json())

@@ -13,7 +13,7 @@ import traceback
 
 import torch
 
-from .. import after_return, codec, devices, outputs, protocol, warm, weights, wire
+from .. import after_return, codec, devices, devshare, lending, outputs, protocol, warm, weights, wire
 from ..dispatch_modes import settle
 from ..formats.gpumode_data import candidate_call
 from ..metrics import INT_OF_WIDTH
@@ -64,13 +64,27 @@ class Worker:
             msg = protocol.recv(self.sock, deadline=None, max_blob_bytes=1 << 40, allowed=REQUESTS)
             if msg.type == "bye":
                 return
+            loan = None
             try:
-                reply_type, body, blobs = getattr(self, "_do_" + msg.type)(msg)
-            except _CandidateFailed as exc:
-                reply_type, body, blobs = "failed", {"phase": msg.type, "error": exc.args[0],
-                                                     "traceback": exc.args[1]}, []
+                if msg.body.get("lent"):
+                    loan = lending.WorkerLoan(msg.body["lent"], self.device)
+                    msg = loan.decode(msg)
+                reply_type, body, blobs = self._answer(msg)
+                blobs = loan.encode(blobs) if loan is not None else lending.through_host(blobs)
+            except devshare.DeviceShareError as exc:
+                reply_type, body, blobs = "failed", {"phase": "lend", "error": str(exc)[:2000], "traceback": ""}, []
             body["integrity"] = self.integrity()
-            protocol.send(self.sock, reply_type, body, blobs)
+            try:
+                protocol.send(self.sock, reply_type, body, blobs)
+            finally:
+                if loan is not None:
+                    loan.close()
+
+    def _answer(self, msg):
+        try:
+            return getattr(self, "_do_" + msg.type)(msg)
+        except _CandidateFailed as exc:
+            return "failed", {"phase": msg.type, "error": exc.args[0], "traceback": exc.args[1]}, []
 
     def integrity(self) -> dict:
         now = global_state()
@@ -249,6 +263,10 @@ class Worker:
         self._sync()
         return "ok", {"same_pointers": ptrs_before == [t.data_ptr() for t in old]}, []
 
+    def _do_lend(self, msg):
+        """The judge's probe of lent buffers: its one tensor, back through its one room."""
+        return "lent", {}, [codec.to_blob(codec.from_blob(msg.tensors[0]), device_ok=True)] if msg.tensors else []
+
     def _do_release(self, msg):
         # `sets`: input sets the judge will not use again (a big problem's sets sent for one request)
         for s in msg.body.get("sets") or ():
@@ -317,7 +335,7 @@ class Worker:
                                 if isinstance(a, torch.Tensor) and not _same_bits(self.bound, a, b)]
         ev["guard_overrun"] = self._guard_overrun(s)
         ev["py_threads_after_settle"] = len({t.ident for t in self.bound.enumerate()} - py_before)
-        blob = codec.to_blob(result)
+        blob = codec.to_blob(result, device_ok=True)
         return "output", ev, [blob]
 
     HELD_MAX, HELD_BYTES = 8, 1 << 30
@@ -444,7 +462,7 @@ class Worker:
                 "order": rec.order, "unseen_pairs": rec.pairs, "non_tensor": rec.non_tensor,
                 "warmup_calls": i, "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
                 **rec.verdicts()}
-        return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
+        return "timed", body, [codec.to_blob(rec.first[s], device_ok=True) for s in sorted(rec.first)]
 
     def _time_unseen(self, b: dict, blobs):
         """A seen/unseen pair: one rep on the set this request carries, before any other candidate
@@ -465,7 +483,7 @@ class Worker:
                 "unseen_pairs": pairs, "non_tensor": rec.non_tensor, "warmup_calls": 0,
                 "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
                 **rec.verdicts()}
-        return "timed", body, [codec.to_blob(rec.first[s]) for s in sorted(rec.first)]
+        return "timed", body, [codec.to_blob(rec.first[s], device_ok=True) for s in sorted(rec.first)]
 
     def _do_probe(self, msg):
         """Was the output computed in the caller stream's order? (CUDA)
@@ -513,7 +531,7 @@ class Worker:
         body = {"conclusive": conclusive, "sleep_ms": sleep_ms, "early_fraction": same.sum().item() / max(total, 1),
                 "compared": total,
                 "why": "" if conclusive else "the call waited for the device (it synchronised), so order cannot be seen"}
-        return "probed", body, [codec.to_blob(final)]
+        return "probed", body, [codec.to_blob(final, device_ok=True)]
 
     def _spin(self, seconds: float) -> None:
         """Hold the caller's stream for about `seconds` (a spin kernel counting SM cycles)."""
@@ -563,7 +581,7 @@ class Worker:
         copying a large output out is a fixed cost the null loop does not have."""
         if msg.body.get("fetch"):
             out, self.loop_out = self.loop_out, None
-            return "looped", {"exact_tensor": out is not None}, [codec.to_blob(out)] if out is not None else []
+            return "looped", {"exact_tensor": out is not None}, [codec.to_blob(out, device_ok=True)] if out is not None else []
         n, s = int(msg.body["n"]), int(msg.body["set"])
         if "layout" in msg.body:   # never seen before this request
             self._place_set(s, msg.body["layout"], msg.tensors)

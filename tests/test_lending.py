@@ -1,0 +1,112 @@
+"""Lent device buffers on the wire and in the loans, with host tensors standing in for device memory."""
+
+import pytest
+import torch
+
+from kernelvet import codec, lending, protocol
+from kernelvet.protocol import Blob, Message, ProtocolError
+
+
+def test_a_lent_blob_travels_as_a_spec_without_bytes(pair):
+    a, b = pair
+    protocol.send(a, "output", {}, [Blob("float32", (1024, 1024), b"", lent=2), codec.to_blob(torch.ones(3))])
+    msg = protocol.recv(b, deadline=None, max_blob_bytes=1 << 30)
+    assert msg.tensors[0].lent == 2 and msg.tensors[0].data == b"" and msg.tensors[0].shape == (1024, 1024)
+    assert msg.tensors[1].lent is None and codec.from_blob(msg.tensors[1]).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("spec", [{"lent": -1}, {"lent": 64}, {"lent": "0"}, {"lent": 0, "fd": 0}])
+def test_a_bad_lent_index_is_a_protocol_violation(spec):
+    with pytest.raises(ProtocolError):
+        protocol._validate_spec({"dtype": "float32", "shape": [4], "nbytes": 16, **spec})
+
+
+class _Buffer:
+    """A lent buffer's stand-in: its size and what it holds."""
+
+    def __init__(self, raw):
+        self.raw, self.size, self.nbytes, self.closed = raw, raw.numel(), raw.numel(), False
+
+    def tensor(self, dtype, shape):
+        return lending.devshare._typed(self.raw, dtype, shape).clone()
+
+    def close(self):
+        self.closed = True
+
+
+def _loan(n_inputs=1, rooms=2, room_bytes=64):
+    loan = lending.JudgeLoan(torch.device("cpu"))
+    loan.buffers = [_Buffer(torch.zeros(room_bytes, dtype=torch.uint8)) for _ in range(n_inputs + rooms)]
+    loan.first_room = n_inputs
+    return loan
+
+
+def _reply(*blobs):
+    return Message("output", {}, tuple(blobs))
+
+
+def test_a_reply_is_read_from_the_rooms_it_names():
+    loan = _loan()
+    loan.buffers[2].raw[:16].copy_(torch.arange(4, dtype=torch.float32).view(torch.uint8))
+    msg = loan.received(_reply(Blob("float32", (4,), b"", lent=2)))
+    assert codec.from_blob(msg.tensors[0]).tolist() == [0.0, 1.0, 2.0, 3.0]
+    loan.close()
+    assert all(b.closed for b in [*loan.buffers]) and loan.buffers == []
+
+
+@pytest.mark.parametrize("blobs", [
+    [Blob("float32", (4,), b"", lent=0)],                                       # an input buffer, not a room
+    [Blob("float32", (4,), b"", lent=1), Blob("float32", (4,), b"", lent=1)],   # one room named twice
+    [Blob("float32", (17,), b"", lent=1)],                                      # more than the room holds
+    [Blob("float32", (4,), b"", lent=3)],                                       # no such buffer
+])
+def test_a_reply_that_misnames_a_room_is_a_protocol_violation(blobs):
+    with pytest.raises(ProtocolError):
+        _loan().received(_reply(*blobs))
+
+
+def _worker_loan(room_sizes):
+    loan = lending.WorkerLoan.__new__(lending.WorkerLoan)
+    loan.device = torch.device("cpu")
+    loan.maps = [_Buffer(torch.zeros(n, dtype=torch.uint8)) for n in room_sizes]
+    loan.free_rooms = list(range(len(room_sizes)))
+    return loan
+
+
+def test_a_worker_puts_outputs_in_rooms_while_they_last_and_the_rest_through_the_host():
+    loan = _worker_loan([16, 64])
+    big, small, other = torch.arange(16.0), torch.arange(4.0), torch.arange(8.0)
+    out = loan.encode([Blob("float32", (16,), big), Blob("float32", (4,), small), Blob("float32", (8,), other)])
+    assert [b.lent for b in out] == [1, 0, None]   # the room that fits, then the next; none left for the third
+    assert torch.equal(loan.maps[1].raw[:64].view(torch.float32), big)
+    assert codec.from_blob(out[2]).tolist() == other.tolist()
+
+
+def test_a_worker_reads_only_the_lent_buffers_that_hold_its_inputs():
+    loan = _worker_loan([16, 16])
+    loan.free_rooms = [1]
+    loan.maps[0].raw.copy_(torch.arange(4, dtype=torch.float32).view(torch.uint8))
+    msg = loan.decode(_reply(Blob("float32", (4,), b"", lent=0)))
+    got = codec.from_blob(msg.tensors[0])
+    assert got.tolist() == [0.0, 1.0, 2.0, 3.0] and got.data_ptr() != loan.maps[0].raw.data_ptr()   # a copy
+    for bad in (Blob("float32", (4,), b"", lent=1), Blob("float32", (8,), b"", lent=0)):
+        with pytest.raises(lending.devshare.DeviceShareError):
+            loan.decode(_reply(bad))
+
+
+def test_rooms_follow_the_outputs_a_reply_carries():
+    assert lending.rooms_for("call", {"set": 1}) == 1
+    assert lending.rooms_for("time", {"sets": [1, 2, 1], "unseen": [100]}) == 3
+    assert lending.rooms_for("loop", {"set": 300, "fetch": False}) == 0
+    assert lending.rooms_for("inputs", {"set": 1}) == 0
+
+
+def test_a_judge_without_cuda_lends_nothing(monkeypatch):
+    from kernelvet import spawn
+    w = spawn.WorkerHandle.__new__(spawn.WorkerHandle)
+    w._lend_ok, w.room_bytes, w.device = None, 1 << 30, "cuda:0"
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert w._loan("call", {"set": 1}, [Blob("uint8", (4 << 20,), bytes(4 << 20))]) is None
+    w._lend_ok = False
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert w._loan("call", {"set": 1}, []) is None
