@@ -402,3 +402,10 @@ def test_caching_fails_only_when_every_run_says_remembers():
     f = _unseen_again(ev, _TimingWorker(_pairs(MEMO), _pairs(MEMO), _pairs(HONEST)))
     assert f.status is Status.FAIL and "in each of 3 runs" in f.summary
     assert len(f.evidence["earlier_attempts"]) == judge.UNSEEN_AGAIN
+
+
+def test_an_unseen_pair_whose_control_timed_nothing_is_kept_unjudged():
+    ev = _ev("cpu", timing={"times_ms": [0.010] * 30}, unseen_pairs=[(0.1, 0.5)] * 5)
+    worker = _TimingWorker(_pairs([]), _pairs(HONEST[:1]))
+    _unseen_again(ev, worker)
+    assert ev.extra["uncontrolled_pairs"] == [HONEST[0]] and ev.unseen_pairs == []

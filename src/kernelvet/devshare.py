@@ -33,7 +33,16 @@ class DeviceShareError(RuntimeError):
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]   # bytes, NULs included (c_char would stop at one)
+
+    @classmethod
+    def of(cls, raw: bytes) -> "_Handle":
+        h = cls()
+        ctypes.memmove(ctypes.addressof(h), raw, 64)
+        return h
+
+    def raw(self) -> bytes:
+        return ctypes.string_at(ctypes.addressof(self), 64)
 
 
 _RT: list = []   # [the runtime library, or None]: looked up once per process
@@ -119,7 +128,7 @@ class Lent:
             except BaseException:
                 self.close()
                 raise
-        self.handle = bytes(handle.reserved).hex()
+        self.handle = handle.raw().hex()
         self.raw = _bytes_at(self.ptr, self.size, device)
 
     def fill(self, data) -> None:
@@ -162,7 +171,7 @@ class Mapped:
         self.device, self.nbytes = device, nbytes
         ptr = ctypes.c_void_p()
         with torch.cuda.device(device):
-            _check(rt, rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), _Handle(bytes.fromhex(handle_hex)), _LAZY_PEER),
+            _check(rt, rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), _Handle.of(bytes.fromhex(handle_hex)), _LAZY_PEER),
                    "mapping a lent buffer")
         self.ptr = ptr.value
         self.raw = _bytes_at(self.ptr, nbytes, device)
@@ -175,6 +184,3 @@ class Mapped:
                 rt.cudaIpcCloseMemHandle(ctypes.c_void_p(self.ptr))
             self.ptr = None
 
-
-def fits(nbytes: int, dtype: torch.dtype, shape, room: int) -> bool:
-    return nbytes == math.prod(shape) * torch.empty((), dtype=dtype).element_size() and nbytes <= room

@@ -255,7 +255,8 @@ class Plan:
             _let_go(self.w, ev, self.values, k)
             u_pairs, u_wait = got["unseen"]
             c_pairs, c_wait = got.get("control", ([], None))
-            if controlled and not (u_pairs and c_pairs):
+            if controlled and not (u_pairs and c_pairs):   # no price for its first rep: not judged, kept
+                ev.extra.setdefault("uncontrolled_pairs", []).extend(tuple(p) for p in u_pairs)
                 continue
             pairs += [tuple(p) for p in u_pairs]
             controls += [tuple(p) for p in c_pairs]
