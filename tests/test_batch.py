@@ -47,9 +47,9 @@ def test_a_problems_candidates_share_its_checked_sets_and_draw_their_own_unseen_
         built.append(weight_seed)
         return real_build(self, init, weight_seed)
 
-    def recorded(problem, seed, on=None):
+    def recorded(problem, seed, on=None, keep=False):
         drawn.append(seed)
-        return real_draw(problem, seed, on)
+        return real_draw(problem, seed, on, keep)
 
     monkeypatch.setattr(Problem, "build_model", counted)
     monkeypatch.setattr(judge.api, "locked_draw", recorded)   # where `vet` draws

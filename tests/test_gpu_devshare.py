@@ -52,6 +52,7 @@ def test_a_big_vet_moves_its_tensors_in_lent_device_buffers(tmp_path):
     report = vet(os.fspath(tmp_path / "cand.py"), os.fspath(prob), device="cuda", allow=["library-call"])
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
     assert report.device["transfers"] == "device (CUDA IPC)", report.device
+    assert report.device["sets_kept_on"] == "cuda:0", report.device   # drawn there, lent from there
     report = vet(os.fspath(tmp_path / "zeros.py"), os.fspath(prob), device="cuda", allow=["library-call"])
     assert report.device["transfers"] == "device (CUDA IPC)", report.device
     assert CheckId.PRECISION in failed(report), [f.summary for f in report.failed]

@@ -93,7 +93,7 @@ REFERENCE_AS_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"
 
 
 @pytest.mark.parametrize("name", ["l1_matmul_square", "l1_conv2d", "l1_softmax", "l1_layernorm", "l1_relu",
-                                  "l1_cumsum", "l1_attention", "l2_gemm_gelu_scale"])
+                                  "l1_cumsum", "l1_attention", "l2_gemm_gelu_scale", "l2_convtranspose_clamp"])
 def test_the_reference_as_candidate_on_cuda(tmp_path, name):
     import shutil
     shutil.copy(os.path.join(KB, f"{name}.py"), tmp_path / "problem.py")

@@ -56,6 +56,22 @@ def test_a_lean_holding_holds_fewer_sets_and_judging_on_the_host_leaves_the_devi
         sizes.Holding(lean=True, judge_on_host=True)
 
 
+def test_sets_stay_on_the_device_that_drew_them_only_where_the_same_holding_still_fits():
+    size = sizes.ProblemSize(input_bytes=1 << 30, largest_input=1 << 28, output_elements=1 << 28, weight_bytes=0,
+                             largest_weight=0, output_itemsize=4)
+    lean = sizes.Holding(lean=True)
+    kept = sizes.footprint(size, sizes.Holding(lean=True, sets_on_device=True))
+    plain = sizes.footprint(size, lean)
+    # the judge's sets move from the host to the device, with one more for a request's lent copy
+    assert "judge input sets" not in kept.host_terms
+    assert kept.device_terms["judge input sets"] == plain.host_terms["judge input sets"] + (1 << 30)
+    roomy = int(kept.device / sizes.HEADROOM) + (1 << 20)
+    assert sizes.with_sets_on_device(size, lean, roomy, 1 << 40) == sizes.Holding(lean=True, sets_on_device=True)
+    tight = int(plain.device / sizes.HEADROOM) + (1 << 20)
+    assert sizes.with_sets_on_device(size, lean, tight, 1 << 40) == lean   # never a leaner holding for it
+    assert "sets kept on the device" in sizes.Holding(sets_on_device=True).describe()
+
+
 def test_a_problem_too_big_under_every_holding_is_named_with_the_plan_and_sizes():
     size = sizes.ProblemSize(input_bytes=64 << 30, largest_input=16 << 30, output_elements=16 << 30, weight_bytes=0,
                              largest_weight=0, output_itemsize=4)
@@ -351,4 +367,5 @@ def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes
     assert not torch.equal(a[0], prob.draw_inputs(1)[0])   # another generator than the host's
     report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    assert report.device["inputs_drawn_on"] == "cuda:0"
+    assert report.device["inputs_drawn_on"] == "cuda:0" and report.device["sets_kept_on"] == "cuda:0"
+    assert report.device["transfers"] == "device (CUDA IPC)"

@@ -48,7 +48,7 @@ class JudgeLoan:
     def make(cls, device: torch.device, blobs, rooms: int, room_bytes: int) -> "JudgeLoan | None":
         """The loan for a request carrying `blobs` whose reply carries `rooms` outputs of at most
         `room_bytes` each; None when nothing in it is worth lending."""
-        big = {id(b) for b in blobs if b.lent is None and len(b.data) >= devshare.LEND_MIN_BYTES}
+        big = {id(b) for b in blobs if b.lent is None and _nbytes(b) >= devshare.LEND_MIN_BYTES}
         if room_bytes < devshare.LEND_MIN_BYTES:
             rooms = 0
         if not big and not rooms:
@@ -57,13 +57,13 @@ class JudgeLoan:
         loan = cls(device)
         try:
             for b in blobs:
-                if id(b) in big and budget >= len(b.data):
-                    budget -= len(b.data)
-                    lent = loan._new(len(b.data))
-                    lent.fill(b.data)
+                if id(b) in big and budget >= _nbytes(b):
+                    budget -= _nbytes(b)
+                    lent = loan._new(_nbytes(b))
+                    lent.fill(b.data)   # host bytes, or a set the judge keeps on the device
                     loan.blobs.append(Blob(b.dtype, b.shape, b"", lent=len(loan.buffers) - 1))
                 else:
-                    loan.blobs.append(b)
+                    loan.blobs.append(through_host([b])[0])
             loan.first_room = len(loan.buffers)
             for _ in range(rooms):
                 if budget < room_bytes:
@@ -169,5 +169,5 @@ class WorkerLoan:
 
 
 def through_host(blobs) -> list:
-    """Outputs of a request with nothing lent: every deferred device tensor through the host."""
+    """Blobs of a message with nothing lent for them: every device tensor they hold through the host."""
     return [codec.to_blob(b.data) if isinstance(b.data, torch.Tensor) else b for b in blobs]

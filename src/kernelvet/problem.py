@@ -82,11 +82,12 @@ class Problem:
             raise UsageError(f"{self._where()}: {what} is a {str(x.dtype).removeprefix('torch.')} tensor; "
                              f"supported dtypes: {', '.join(DTYPE_SIZES)}")
 
-    def draw_inputs(self, seed: int, on: torch.device | None = None) -> list:
+    def draw_inputs(self, seed: int, on: torch.device | None = None, keep: bool = False) -> list:
         """One input set, drawn under `seed` with torch's global generator (as KernelBench does).
         `on`: a CUDA device whose generator draws it (get_inputs() under that device), the tensors
-        then kept on the host as every set is: on the H200's host the CPU generator took 17 s for
-        one 8 GiB set of KernelBench's matrix-vector problem."""
+        then kept on the host, or with `keep` on that device (a copy of their own either way): on
+        the H200's host the CPU generator took 17 s for one 8 GiB set of KernelBench's
+        matrix-vector problem, and the copy to the host 1.3 s a set of 1.25 GiB."""
         torch.manual_seed(seed)
         if on is None:
             got = kernelbench.call_user(self.module.get_inputs, self._where(), "get_inputs()")
@@ -100,8 +101,10 @@ class Problem:
         for i, x in enumerate(got):
             if isinstance(x, torch.Tensor):
                 self._check_dtype(x, f"get_inputs()[{i}]")
-                # a host copy of the set's own (never a view of the module's memory)
-                out.append(x.detach().contiguous().clone() if x.device.type == "cpu" else x.detach().contiguous().cpu())
+                if on is not None and keep:
+                    out.append(x.detach().to(on).contiguous().clone())
+                else:   # a host copy of the set's own (never a view of the module's memory)
+                    out.append(x.detach().contiguous().clone() if x.device.type == "cpu" else x.detach().contiguous().cpu())
             elif isinstance(x, (bool, int, float)):
                 out.append(x)
             else:
@@ -109,15 +112,19 @@ class Problem:
                                  "inputs must be tensors or numbers")
         return out
 
+    def meta_inputs(self) -> list | None:
+        """get_inputs() on the meta device (shapes and dtypes, nothing drawn); None where it cannot run there."""
+        try:
+            with torch.device("meta"):
+                return list(self.module.get_inputs())
+        except Exception:  # noqa: BLE001 - drawn for real later, and reported there
+            return None
+
     def set_bytes(self) -> int | None:
         """Bytes of one input set, from get_inputs() on the meta device (shapes only: nothing is
         drawn or allocated); None where it cannot run there."""
-        try:
-            with torch.device("meta"):
-                got = self.module.get_inputs()
-            return sum(x.numel() * x.element_size() for x in got if isinstance(x, torch.Tensor))
-        except Exception:  # noqa: BLE001 - the real draw reports what is wrong with it
-            return None
+        got = self.meta_inputs()
+        return None if got is None else sum(x.numel() * x.element_size() for x in got if isinstance(x, torch.Tensor))
 
     def build_model(self, init: list, weight_seed: int) -> torch.nn.Module:
         torch.manual_seed(weight_seed)

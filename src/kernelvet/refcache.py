@@ -35,6 +35,7 @@ class SharedReference:
     refs64: Any         # float64 references by input-set key, made on first use
     weights: Any = ()   # the fresh weights the model holds, as weights.redraw returned them
     draws_on: Any = None   # the device whose generator draws the sets (None: the host's)
+    sets_kept: bool = False   # the sets stay on that device (Problem.draw_inputs's keep)
 
 
 class ReferenceCache:
@@ -81,11 +82,11 @@ def own_sets(reference: ReferenceCache | None, key_seeds: dict, unseen, again, c
 _DRAW_LOCK = threading.Lock()
 
 
-def locked_draw(problem: Problem, seed: int, on=None) -> list:
+def locked_draw(problem: Problem, seed: int, on=None, keep: bool = False) -> list:
     """One input set: a problem's shared draws and a vet's own run on two threads, and each draw
-    reseeds torch's global generator, so that no two draws interleave. `on`: Problem.draw_inputs's."""
+    reseeds torch's global generator, so that no two draws interleave. `on`, `keep`: Problem.draw_inputs's."""
     with _DRAW_LOCK:
-        return problem.draw_inputs(seed, on)
+        return problem.draw_inputs(seed, on, keep)
 
 
 class PerVet(dict):

@@ -167,11 +167,13 @@ class Holding:
     lean: bool = False
     judge_on_host: bool = False
     output_itemsize: int = 0   # the reference's output dtype's, from the shape-only run (0: not known)
+    sets_on_device: bool = False   # the judge keeps its input sets on the device that drew them
 
     def describe(self) -> str:
+        where = ", sets kept on the device" if self.sets_on_device else ""
         if not self.lean:
-            return "full"
-        return "lean, judged on the host" if self.judge_on_host else "lean"
+            return "full" + where
+        return ("lean, judged on the host" if self.judge_on_host else "lean") + where
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,6 +209,8 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     }
     if not judge_device:   # the judge's float64 references are made where it judges
         host["reference64 in the making"] = device.pop("reference64 in the making")
+    if hold.sets_on_device:   # and a request's sets copied into the buffers it lends (devshare.py)
+        device["judge input sets"] = host.pop("judge input sets") + s
     judged = host if hold.judge_on_host or not judge_device else device
     # lean: every output but the fresh sets' and the determinism call's compared as it arrives and
     # dropped, with the references of the sets used for it alone (compact.py); one being compared,
@@ -234,6 +238,16 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
         fp = footprint(size, hold, plan, judge_device)
         if (not device_bytes or fp.device <= HEADROOM * device_bytes) and (not host_bytes or fp.host <= HEADROOM * host_bytes):
             return hold
+    return hold
+
+
+def with_sets_on_device(size: ProblemSize, hold: Holding, device_bytes: int | None, host_bytes: int | None,
+                        plan: PlanCounts = PlanCounts(), judge_device: bool = True) -> Holding:
+    """`hold` with the judge's input sets kept on the device, where that still fits the device
+    (the holding itself never gets leaner for it), else `hold`."""
+    dev = dataclasses.replace(hold, sets_on_device=True)
+    if device_bytes and footprint(size, dev, plan, judge_device).device <= HEADROOM * device_bytes:
+        return dev
     return hold
 
 
@@ -304,7 +318,8 @@ def memories(dev: torch.device) -> tuple[int | None, int | None]:
         return None, host_memory()
 
 
-def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_device: bool) -> Holding:
+def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_device: bool,
+                sets_on_device: bool = False) -> Holding:
     """The holding a vet on `dev` follows (the judge calls this before any float64 reference): the
     full plan for a problem that fits it, else the leanest needed. On the CPU the worker's "device"
     is its share of the host (containment.default_mem_bytes: half of it). A small CUDA problem,
@@ -319,5 +334,8 @@ def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_d
     if dev.type != "cuda":
         device_bytes = host_bytes // 2 if host_bytes else None
     plan = PlanCounts() if dev.type == "cuda" else PlanCounts(controls=PlanCounts.unseen)
-    hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device and dev.type == "cuda")
+    judge_device = judge_device and dev.type == "cuda"
+    hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device)
+    if sets_on_device and dev.type == "cuda":   # sets the device drew, kept there if they fit
+        hold = with_sets_on_device(size, hold, device_bytes, host_bytes, plan, judge_device)
     return dataclasses.replace(hold, output_itemsize=size.output_itemsize)

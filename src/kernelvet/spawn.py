@@ -300,6 +300,9 @@ class WorkerHandle:
         loan = self._loan(type_, body or {}, tensors) if type_ is not None else None
         if loan is not None:
             body, tensors = {**(body or {}), "lent": loan.specs()}, loan.blobs
+        elif tensors and "torch" in sys.modules:   # a set the judge keeps on the device, through the host
+            from . import lending
+            tensors = lending.through_host(tensors)
         try:
             return self._request(type_, body, tensors, loan, timeout, max_blob_bytes)
         finally:
@@ -314,7 +317,7 @@ class WorkerHandle:
             return None
         from . import devshare, lending
         rooms = lending.rooms_for(type_, body)
-        if not (any(b.lent is None and len(b.data) >= devshare.LEND_MIN_BYTES for b in tensors)
+        if not (any(b.lent is None and lending._nbytes(b) >= devshare.LEND_MIN_BYTES for b in tensors)
                 or rooms and self.room_bytes >= devshare.LEND_MIN_BYTES):
             return None
         if self._lend_ok is None:
@@ -414,6 +417,9 @@ class WorkerHandle:
     def send_only(self, type_: str, body: dict | None = None, tensors=()) -> None:
         """A request whose answer `request(None)` reads later (the worker works meanwhile)."""
         self._pending.append(type_)
+        if tensors and "torch" in sys.modules:   # nothing is lent for an answer read later
+            from . import lending
+            tensors = lending.through_host(tensors)
         try:
             protocol.send(self.sock, type_, body, tensors)
         except OSError:

@@ -185,6 +185,7 @@ class _Vet:
     containment: dict = dataclasses.field(default_factory=dict)
     requests: object = None
     draws_on: torch.device | None = None   # the device whose generator draws the sets (placement.draws_on)
+    sets_kept: bool = False   # and they stay there (sizes.Holding.sets_on_device)
 
     def take_worker(self) -> None:
         # One worker runs the reference first, then the candidate: one process start-up, the same
@@ -218,8 +219,11 @@ class _Vet:
         # references made when first used (each set from its own seed, so the order does not
         # matter): a candidate rejected by the checked calls never costs the later sets.
         on = self.draws_on = draws_on(prob, dev) if shared is None else shared.draws_on
-        draw = (lambda k: prob.draw_inputs(key_seeds[k], on)) if reference is None else \
-            (lambda k: locked_draw(prob, key_seeds[k], on))
+        # Sets the device draws stay there where the plan still fits the device with them
+        keep = self.sets_kept = (on is not None and _sets_fit_on(on, model, prob)) if shared is None \
+            else shared.sets_kept
+        draw = (lambda k: prob.draw_inputs(key_seeds[k], on, keep)) if reference is None else \
+            (lambda k: locked_draw(prob, key_seeds[k], on, keep))
         values = self.values = Draws(draw, [k for k in keys.all if k not in self.own_keys]) if shared is None \
             else shared.values
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
@@ -231,7 +235,8 @@ class _Vet:
         judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP]) if shared is None \
             else (shared.judged_on, None)
         # A big problem: what the judge and the worker hold, and where (sizes.py, holding)
-        self.hold = sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda")
+        self.hold = dataclasses.replace(sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda",
+                                                          sets_on_device=keep), sets_on_device=keep)
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
         self._references(draw, first_ref)
@@ -256,7 +261,7 @@ class _Vet:
             refs64[_WARMUP] = first_ref
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
             shared = self.shared = SharedReference(model, self.values, self.flops, judged_on, refs64, self.state,
-                                                 self.draws_on)
+                                                 self.draws_on, self.sets_kept)
             reference.put(self.dev, shared)
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = self.values = PerVet(shared.values, Draws(draw, self.own_keys), self.own_keys)
@@ -370,10 +375,17 @@ class _Vet:
             verdict=verdict, findings=findings, timing=timing, problem=self.prob.to_json(),
             candidate=os.path.abspath(self.candidate), candidate_sha256=source_sha256,
             device={**info, "judged_on": str(self.judged_on), "inputs_drawn_on": str(self.draws_on or "cpu"),
-                    "transfers": self.w.transfers}, seed=self.keys.secret, versions=_versions(),
+                    "sets_kept_on": str(self.draws_on if self.sets_kept else "cpu"), "transfers": self.w.transfers}, seed=self.keys.secret, versions=_versions(),
             waived=tuple(sorted(waived, key=str)),
             candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
             library_policy=policy.to_json())
+
+
+def _sets_fit_on(dev: torch.device, model, prob: Problem) -> bool:
+    """Whether the plan fits `dev` with the judge's input sets kept there (sizes.holding_for, on
+    the shapes of one set: decided before the first draw)."""
+    shapes = prob.meta_inputs()
+    return shapes is not None and sizes.holding_for(model, shapes, dev, True, sets_on_device=True).sets_on_device
 
 
 def _poison(rng: random.Random, out_dtype) -> tuple[dict, tuple]:

@@ -13,7 +13,7 @@ def _encode_set(vals: list) -> tuple[list, list]:
     for v in vals:
         if isinstance(v, torch.Tensor):
             layout.append({"t": len(blobs)})
-            blobs.append(codec.to_blob(v))
+            blobs.append(codec.to_blob(v, device_ok=True))   # a set kept on the device: lent from there
         else:
             layout.append({"v": v})
     return layout, blobs

@@ -497,7 +497,9 @@ class Worker:
         inputs = self.sets[s]
         before = [self.bound.clone(x) for i, x in enumerate(inputs)
                   if isinstance(x, torch.Tensor) and i != self.output_arg]
-        self._paint_for_call(s)
+        # Every free cached block poisoned (deep): the output may land in one that held an earlier
+        # output of this problem, whose saturated values (a clamp's bound) read as answers already there
+        self._paint_for_call(s, deep=True)
         self._paint_held()
         self._sync()
         bound = self.bound
