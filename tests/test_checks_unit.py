@@ -409,3 +409,13 @@ def test_an_unseen_pair_whose_control_timed_nothing_is_kept_unjudged():
     worker = _TimingWorker(_pairs([]), _pairs(HONEST[:1]))
     _unseen_again(ev, worker)
     assert ev.extra["uncontrolled_pairs"] == [HONEST[0]] and ev.unseen_pairs == []
+
+
+def test_a_float32_reference_that_convolves_on_cuda_is_held_to_tf32s_ceiling_not_float32s():
+    from kernelvet.judge.reference import _own_error_ceiling
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    conv = {"aten::convolution", "aten::add.Tensor"}
+    assert _own_error_ceiling(torch.float32, cuda, conv) == pytest.approx(1e-2)
+    assert _own_error_ceiling(torch.float32, cpu, conv) == pytest.approx(5e-4)   # the CPU convolves in float32
+    assert _own_error_ceiling(torch.float32, cuda, {"aten::mm"}) == pytest.approx(5e-4)   # matmul TF32 is off by default
+    assert _own_error_ceiling(torch.bfloat16, cuda, conv) == pytest.approx(0.1)
