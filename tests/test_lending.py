@@ -1,5 +1,7 @@
 """Lent device buffers on the wire and in the loans, with host tensors standing in for device memory."""
 
+import time
+
 import pytest
 import torch
 
@@ -110,3 +112,24 @@ def test_a_judge_without_cuda_lends_nothing(monkeypatch):
     w._lend_ok = False
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert w._loan("call", {"set": 1}, []) is None
+
+
+def _handle(sock):
+    """A worker handle on one end of a socket pair, with no process behind it."""
+    from kernelvet import spawn
+    w = spawn.WorkerHandle.__new__(spawn.WorkerHandle)
+    w.sock, w.pid, w.ended, w._pending, w._greeted = sock, 1 << 30, None, [], True   # a pid no process has
+    w.deadline, w.max_blob_bytes, w._round_trips, w._lend_ok, w.room_bytes = time.monotonic() + 30, 1 << 30, {}, False, 0
+    w.launcher = None
+    return w
+
+
+def test_a_reply_naming_a_lent_buffer_when_none_was_lent_ends_the_worker(pair):
+    from kernelvet import spawn
+    a, b = pair
+    w = _handle(a)
+    # the worker's answer, written before the request: it names a room nobody lent
+    protocol.send(b, "output", {"wall_s": 0.1}, [Blob("float32", (1 << 20,), b"", lent=0)])
+    with pytest.raises(spawn.WorkerEnded, match="names a lent buffer, but none was lent"):
+        w.request("call", {"set": 1})
+    assert w.ended is not None

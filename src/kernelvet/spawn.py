@@ -327,7 +327,7 @@ class WorkerHandle:
                 return None
         try:
             return lending.JudgeLoan.make(torch.device(self.device), tensors, rooms, self.room_bytes)
-        except devshare.DeviceShareError:
+        except (devshare.DeviceShareError, torch.OutOfMemoryError):
             return None   # no device memory to lend now: through the host
 
     def _probe_lending(self) -> bool:
