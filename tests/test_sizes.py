@@ -275,6 +275,24 @@ def test_the_sizes_table_flags_what_the_old_estimate_refused_and_the_new_plan_fi
     assert "19_ReLU.py" in (out / "sizes.md").read_text()
 
 
+def test_whether_sets_stay_on_the_device_is_decided_from_shapes_before_any_draw(tmp_path, monkeypatch):
+    """A 1 GiB set stays on a device of 140 GiB, not on one of 24 GiB (the same holding must
+    fit with it); nothing is drawn to decide, and a device whose memory is unknown keeps nothing."""
+    from kernelvet.judge.api import _sets_fit_on
+    from kernelvet.problem import load_problem
+    prob = load_problem(write(tmp_path, "big.py", problem("return xs[0] * 2", "return [torch.randn(1 << 14, 1 << 14)]")))
+    model = prob.build_model([], 0)
+    drawn = []
+    monkeypatch.setattr(type(prob), "draw_inputs", lambda *a, **k: drawn.append(a))
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(sizes, "memories", lambda dev: (140 << 30, 512 << 30))
+    assert _sets_fit_on(cuda, model, prob)
+    monkeypatch.setattr(sizes, "memories", lambda dev: (24 << 30, 512 << 30))
+    assert not _sets_fit_on(cuda, model, prob)
+    monkeypatch.setattr(sizes, "memories", lambda dev: (None, 512 << 30))
+    assert not _sets_fit_on(cuda, model, prob) and drawn == []
+
+
 def test_a_big_problems_sets_are_drawn_by_the_cuda_devices_generator_a_small_ones_by_the_hosts(tmp_path):
     """Which generator draws the sets is decided from get_inputs() on the meta device: nothing drawn,
     no CUDA started; a CPU vet always draws on the host, as KernelBench does."""
