@@ -127,7 +127,7 @@ def _lean(monkeypatch):
         dropped.append(key not in values)
         return out
 
-    monkeypatch.setattr(sizes, "holding_for", lambda *a: sizes.Holding(lean=True))
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True))
     monkeypatch.setattr(plan, "_let_go", spy)
     return held, dropped
 
@@ -320,7 +320,7 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 @pytest.mark.parametrize("judge_on_host", [False, True])
 def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel(monkeypatch, judge_on_host):
     held, dropped = _lean(monkeypatch)
-    monkeypatch.setattr(sizes, "holding_for", lambda *a: sizes.Holding(lean=True, judge_on_host=judge_on_host))
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=judge_on_host))
     evs = _evidence(monkeypatch)
     report = vet_entry(by_name("softmax"), "cuda")
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
@@ -337,7 +337,7 @@ def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel
 @pytest.mark.parametrize("name", ["pointer_cache", "stale_after_warmup"])
 def test_a_lean_vet_on_cuda_still_rejects_a_cache(name, monkeypatch):
     _lean(monkeypatch)
-    monkeypatch.setattr(sizes, "holding_for", lambda *a: sizes.Holding(lean=True, judge_on_host=True))
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=True))
     report = vet_entry(by_name(name), "cuda")
     assert report.verdict is Verdict.REJECT, report.dumps()
 
