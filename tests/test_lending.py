@@ -30,7 +30,7 @@ class _Buffer:
         self.raw, self.size, self.nbytes, self.closed = raw, raw.numel(), raw.numel(), False
 
     def tensor(self, dtype, shape):
-        return lending.devshare._typed(self.raw, dtype, shape).clone()
+        return lending.devshare.typed(self.raw, dtype, shape).clone()
 
     def close(self):
         self.closed = True

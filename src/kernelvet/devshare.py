@@ -105,9 +105,9 @@ def _bytes_at(ptr: int, nbytes: int, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(_Raw(ptr, nbytes), device=device)
 
 
-def _typed(raw: torch.Tensor, dtype: torch.dtype, shape) -> torch.Tensor:
-    n = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    return raw[:n].view(dtype).reshape(tuple(shape))
+def typed(raw: torch.Tensor, dtype: torch.dtype, shape) -> torch.Tensor:
+    """The first bytes of `raw` (uint8) as a tensor of `dtype` and `shape`, no copy."""
+    return raw[:math.prod(shape) * dtype.itemsize].view(dtype).reshape(tuple(shape))
 
 
 class Lent:
@@ -146,7 +146,7 @@ class Lent:
 
     def tensor(self, dtype: torch.dtype, shape) -> torch.Tensor:
         """A copy of the buffer's first bytes, as a tensor of the judge's own memory."""
-        return _typed(self.raw, dtype, shape).clone()
+        return typed(self.raw, dtype, shape).clone()
 
     def spec(self) -> dict:
         return {"handle": self.handle, "nbytes": self.size}

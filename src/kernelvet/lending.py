@@ -16,7 +16,7 @@ import dataclasses
 import torch
 
 from . import codec, devshare
-from .protocol import Blob, DTYPE_SIZES, Message, ProtocolError
+from .protocol import Blob, Message, ProtocolError
 
 FREE_SHARE = 0.25   # of the device's free memory, what one request's buffers may take
 
@@ -32,10 +32,6 @@ def rooms_for(type_: str, body: dict) -> int:
     return ROOMS.get(type_, 0)
 
 
-def _nbytes(b: Blob) -> int:
-    return b.numel * DTYPE_SIZES[b.dtype]
-
-
 @dataclasses.dataclass
 class JudgeLoan:
     device: torch.device
@@ -48,7 +44,7 @@ class JudgeLoan:
     def make(cls, device: torch.device, blobs, rooms: int, room_bytes: int) -> "JudgeLoan | None":
         """The loan for a request carrying `blobs` whose reply carries `rooms` outputs of at most
         `room_bytes` each; None when nothing in it is worth lending."""
-        big = {id(b) for b in blobs if b.lent is None and _nbytes(b) >= devshare.LEND_MIN_BYTES}
+        big = {id(b) for b in blobs if b.lent is None and b.nbytes >= devshare.LEND_MIN_BYTES}
         if room_bytes < devshare.LEND_MIN_BYTES:
             rooms = 0
         if not big and not rooms:
@@ -57,9 +53,9 @@ class JudgeLoan:
         loan = cls(device)
         try:
             for b in blobs:
-                if id(b) in big and budget >= _nbytes(b):
-                    budget -= _nbytes(b)
-                    lent = loan._new(_nbytes(b))
+                if id(b) in big and budget >= b.nbytes:
+                    budget -= b.nbytes
+                    lent = loan._new(b.nbytes)
                     lent.fill(b.data)   # host bytes, or a set the judge keeps on the device
                     loan.blobs.append(Blob(b.dtype, b.shape, b"", lent=len(loan.buffers) - 1))
                 else:
@@ -97,8 +93,8 @@ class JudgeLoan:
                 raise ProtocolError(f"a blob names lent buffer {b.lent}, which is not a room of this request "
                                     "or was named already")
             room = self.buffers[b.lent]
-            if _nbytes(b) > room.size:
-                raise ProtocolError(f"a blob of {_nbytes(b)} bytes says it is in a room of {room.size}")
+            if b.nbytes > room.size:
+                raise ProtocolError(f"a blob of {b.nbytes} bytes says it is in a room of {room.size}")
             self.used.add(b.lent)
             out.append(Blob(b.dtype, b.shape, room.tensor(codec.dtype_from_name(b.dtype), b.shape)))
         return Message(msg.type, msg.body, tuple(out))
@@ -130,9 +126,9 @@ class WorkerLoan:
             if b.lent is None:
                 out.append(b)
                 continue
-            if not 0 <= b.lent < len(self.maps) or b.lent in self.free_rooms or _nbytes(b) > self.maps[b.lent].nbytes:
+            if not 0 <= b.lent < len(self.maps) or b.lent in self.free_rooms or b.nbytes > self.maps[b.lent].nbytes:
                 raise devshare.DeviceShareError(f"a blob names lent buffer {b.lent}, which does not hold it")
-            t = devshare._typed(self.maps[b.lent].raw, codec.dtype_from_name(b.dtype), b.shape).clone()
+            t = devshare.typed(self.maps[b.lent].raw, codec.dtype_from_name(b.dtype), b.shape).clone()
             out.append(Blob(b.dtype, b.shape, t))
         return Message(msg.type, msg.body, tuple(out))
 
@@ -143,7 +139,7 @@ class WorkerLoan:
             t = b.data if isinstance(b.data, torch.Tensor) else None
             room = self._room_for(t) if t is not None else None
             if room is not None:
-                devshare._typed(self.maps[room].raw, t.dtype, t.shape).copy_(t)
+                devshare.typed(self.maps[room].raw, t.dtype, t.shape).copy_(t)
                 out.append(Blob(b.dtype, b.shape, b"", lent=room))
                 copied = True
             else:

@@ -72,6 +72,11 @@ class Blob:
     def numel(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its values, by dtype and shape (a lent blob carries none of them itself)."""
+        return self.numel * DTYPE_SIZES[self.dtype]
+
 
 @dataclasses.dataclass(frozen=True)
 class Message:
@@ -85,7 +90,7 @@ def send(sock: socket.socket, type_: str, body: dict | None = None, tensors: Seq
     try:
         for b in tensors:
             if b.lent is not None:
-                specs.append({"dtype": b.dtype, "shape": list(b.shape), "nbytes": b.numel * DTYPE_SIZES[b.dtype],
+                specs.append({"dtype": b.dtype, "shape": list(b.shape), "nbytes": b.nbytes,
                               "lent": b.lent})
                 continue
             spec = {"dtype": b.dtype, "shape": list(b.shape), "nbytes": len(b.data)}

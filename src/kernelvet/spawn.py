@@ -244,6 +244,15 @@ def shared_launcher(sandbox: str = "auto", wait: bool = True) -> Launcher:
     return launcher
 
 
+def _through_host(tensors):
+    """Blobs with nothing lent for them, any device tensor among them as host bytes (lending.py;
+    only a judge that imported torch can hold one)."""
+    if not tensors or "torch" not in sys.modules:
+        return tensors
+    from . import lending
+    return lending.through_host(tensors)
+
+
 def _cpu_only(device) -> bool:
     """Memory limits are for CPU workers only. Without the device: only where no CUDA is visible.
     (A device's text, "cpu" or "cuda:N", needs no torch: the CLI spawns before its import ends.)"""
@@ -300,9 +309,8 @@ class WorkerHandle:
         loan = self._loan(type_, body or {}, tensors) if type_ is not None else None
         if loan is not None:
             body, tensors = {**(body or {}), "lent": loan.specs()}, loan.blobs
-        elif tensors and "torch" in sys.modules:   # a set the judge keeps on the device, through the host
-            from . import lending
-            tensors = lending.through_host(tensors)
+        else:   # a set the judge keeps on the device, through the host
+            tensors = _through_host(tensors)
         try:
             return self._request(type_, body, tensors, loan, timeout, max_blob_bytes)
         finally:
@@ -317,7 +325,7 @@ class WorkerHandle:
             return None
         from . import devshare, lending
         rooms = lending.rooms_for(type_, body)
-        if not (any(b.lent is None and lending._nbytes(b) >= devshare.LEND_MIN_BYTES for b in tensors)
+        if not (any(b.lent is None and b.nbytes >= devshare.LEND_MIN_BYTES for b in tensors)
                 or rooms and self.room_bytes >= devshare.LEND_MIN_BYTES):
             return None
         if self._lend_ok is None:
@@ -417,9 +425,7 @@ class WorkerHandle:
     def send_only(self, type_: str, body: dict | None = None, tensors=()) -> None:
         """A request whose answer `request(None)` reads later (the worker works meanwhile)."""
         self._pending.append(type_)
-        if tensors and "torch" in sys.modules:   # nothing is lent for an answer read later
-            from . import lending
-            tensors = lending.through_host(tensors)
+        tensors = _through_host(tensors)   # nothing is lent for an answer read later
         try:
             protocol.send(self.sock, type_, body, tensors)
         except OSError:

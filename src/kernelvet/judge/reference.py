@@ -11,6 +11,7 @@ import time
 import torch
 
 from .. import devices, metrics, sizes, spawn
+from ..checks.source_scan import _CONV_OPS
 from ..dispatch_modes import defer_dynamo
 from ..errors import HarnessError, UsageError
 from ..problem import Problem
@@ -102,15 +103,13 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
 # CUDA is a TF32 yardstick. KernelBench's level-2 ConvTranspose2d-BatchNorm-GroupNorm missed float64
 # by 5.4e-4 on the H200 that way, above float32's ceiling (5e-4) but nothing like ill-conditioned.
 TF32_TOLERANCE = 1e-3
-_CONVOLUTIONS = ("convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose",
-                 "convolution_overrideable")
 
 
 def _own_error_ceiling(dtype, dev, ops) -> float:
     """The most the reference may miss its float64 result by and still be the yardstick (the
     candidate's bound is then a few times its error: metrics.bound)."""
     tolerance = metrics.TOLERANCE.get(dtype, 1.0)
-    if dev.type == "cuda" and dtype == torch.float32 and any(op.removeprefix("aten::") in _CONVOLUTIONS for op in ops):
+    if dev.type == "cuda" and dtype == torch.float32 and any(op.removeprefix("aten::") in _CONV_OPS for op in ops):
         tolerance = TF32_TOLERANCE
     return 10 * tolerance
 
