@@ -141,6 +141,25 @@ def pair(records, kb: dict) -> list[dict]:
     return rows
 
 
+# the report's phases, in the order a vet runs them; "total" is their whole
+PHASES = ("problem", "reference", "import", "first-call", "checks", "audit", "probe", "timing", "judge-clock",
+          "candidate", "findings", "finish", "total")
+
+
+def where_time_goes(records) -> dict:
+    """kernelvet's seconds a candidate, phase by phase (the batch records' phases_s): the mean over
+    every candidate (a phase a vet did not reach counts 0) and the share of the mean total. Phases
+    nest: "candidate" holds first-call to judge-clock; "problem" is the first vet of a problem's
+    float64 references, draws and FLOP count (later vets share them)."""
+    phased = [r.phases_s for r in records if r.phases_s]
+    if not phased:
+        return {}
+    mean = {k: sum(p.get(k, 0.0) for p in phased) / len(phased) for k in PHASES}
+    whole = mean["total"] or 1.0
+    return {"candidates": len(phased), "mean_s": mean, "share": {k: v / whole for k, v in mean.items()},
+            "worker_device_start_mean_s": sum(p.get("worker-device-start", 0.0) for p in phased) / len(phased)}
+
+
 def summary(rows: list[dict]) -> dict:
     def med(key):
         xs = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
@@ -159,15 +178,18 @@ def summary(rows: list[dict]) -> dict:
             "kernelvet_passed": sum(1 for r in rows if r["kernelvet_verdict"] == "pass")}
 
 
-def markdown(rows: list[dict], s: dict, command: str) -> str:
+def markdown(rows: list[dict], s: dict, command: str, phases: dict | None = None) -> str:
     def f(x, fmt="{:.2f}"):
         return "-" if x is None else fmt.format(x)
+    ratio = (s["kernelvet_per_hour"] / s["kernelbench_per_hour"]
+             if s["kernelvet_per_hour"] and s["kernelbench_per_hour"] else None)
     out = [f"`{command}`", "",
            f"{s['candidates']} candidates. kernelvet batch (one warm judge): median {f(s['kernelvet_median_s'])} s a "
            f"candidate, {f(s['kernelvet_per_hour'], '{:.0f}')}/hour; KernelBench eval_kernel_against_ref, a fresh "
            f"process each: median {f(s['kernelbench_wall_median_s'])} s ({f(s['kernelbench_eval_median_s'])} s in the "
            f"call), {f(s['kernelbench_per_hour'], '{:.0f}')}/hour. Passed: kernelvet {s['kernelvet_passed']}, "
-           f"KernelBench {s['kernelbench_passed']}.", "",
+           f"KernelBench {s['kernelbench_passed']}. Ratio of candidates per hour (kernelvet / KernelBench): "
+           f"{f(ratio)}.", "",
            "| candidate | kernelvet | vet s | KernelBench correct | eval s | process s |", "|---|---|---|---|---|---|"]
     for r in rows:
         kv = r["kernelvet_verdict"] + (f" ({', '.join(r['kernelvet_failed'])})" if r["kernelvet_failed"] else "")
@@ -176,7 +198,27 @@ def markdown(rows: list[dict], s: dict, command: str) -> str:
             kb += f" ({str(r['kernelbench_error'])[:80]})"
         out.append(f"| {r['id']} | {kv} | {f(r['kernelvet_vet_s'])} | {kb} | {f(r['kernelbench_eval_s'])} "
                    f"| {f(r['kernelbench_wall_s'])} |")
+    if phases:
+        out += ["", f"Where kernelvet's time a candidate goes (mean of {phases['candidates']} vets; phases nest, "
+                "see `where_time_goes`; the next worker's device start-up, "
+                f"{phases['worker_device_start_mean_s']:.2f} s on average, mostly overlaps the vet before it):", "",
+                "| phase | mean s | share of total |", "|---|---|---|"]
+        out += [f"| {k} | {phases['mean_s'][k]:.2f} | {100 * phases['share'][k]:.0f}% |" for k in PHASES]
     return "\n".join(out) + "\n"
+
+
+def write(out: str, command: str, records, kb: dict) -> str:
+    """compare.json and compare.md for the candidates evaluated so far; the markdown."""
+    rows = pair(records, kb)
+    s, phases = summary(rows), where_time_goes(records)
+    stand_ins = sorted({n for k in kb.values() for n in k.get("stand_ins", [])})
+    with open(os.path.join(out, "compare.json"), "w") as fh:
+        json.dump({"command": command, "summary": s, "rows": rows, "phases": phases, "stand_ins": stand_ins,
+                   "date": time.strftime("%Y-%m-%d")}, fh, indent=2, sort_keys=True, default=str)
+    text = markdown(rows, s, command, phases)
+    with open(os.path.join(out, "compare.md"), "w") as fh:
+        fh.write(text)
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -188,6 +230,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--correct-trials", type=int, default=5, help="KernelBench num_correct_trials (default 5)")
     ap.add_argument("--perf-trials", type=int, default=100, help="KernelBench num_perf_trials (default 100)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per KernelBench candidate (default 180)")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="seconds after which no new KernelBench evaluation starts (default: none)")
     ap.add_argument("--only", help="comma-separated record ids (default: every record)")
     ap.add_argument("--one", nargs=2, metavar=("PROBLEM", "CANDIDATE"), help=argparse.SUPPRESS)
     return ap
@@ -210,23 +254,20 @@ def main(argv=None) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         records = [r for r in records if r.id in wanted]
-    kb = {}
-    for i, r in enumerate(records, 1):
-        kb[r.id] = run_child(args.kernelbench_src, r.problem, r.candidate, args)
-        print(f"[{i}/{len(records)}] {r.id}: kernelvet {r.verdict} {r.vet_s:.2f} s; KernelBench "
-              f"correct={kb[r.id].get('correct')} {kb[r.id].get('wall_s', 0):.2f} s", flush=True)
-    rows = pair(records, kb)
-    s = summary(rows)
     command = shlex.join(["python", "bench/kernelbench_eval_compare.py", *argv])
     out = args.out or args.sweep
     os.makedirs(out, exist_ok=True)
-    stand_ins = sorted({n for k in kb.values() for n in k.get("stand_ins", [])})
-    with open(os.path.join(out, "compare.json"), "w") as fh:
-        json.dump({"command": command, "summary": s, "rows": rows, "stand_ins": stand_ins,
-                   "date": time.strftime("%Y-%m-%d")}, fh, indent=2, sort_keys=True, default=str)
-    with open(os.path.join(out, "compare.md"), "w") as fh:
-        fh.write(markdown(rows, s, command))
-    print(markdown(rows, s, command))
+    t0, kb = time.monotonic(), {}
+    for i, r in enumerate(records, 1):
+        if args.budget and time.monotonic() - t0 > args.budget:
+            print(f"--budget of {args.budget:g} s spent: {len(records) - i + 1} candidates left out", flush=True)
+            break
+        kb[r.id] = run_child(args.kernelbench_src, r.problem, r.candidate, args)
+        print(f"[{i}/{len(records)}] {r.id}: kernelvet {r.verdict} {r.vet_s:.2f} s; KernelBench "
+              f"correct={kb[r.id].get('correct')} {kb[r.id].get('wall_s', 0):.2f} s", flush=True)
+        # written after every candidate: a run stopped from outside keeps what it measured
+        text = write(out, command, [x for x in records if x.id in kb], kb)
+    print(text if kb else "no candidate evaluated")
     return 0
 
 
