@@ -104,3 +104,28 @@ def test_the_judges_warm_up_runs_every_metric_and_never_raises_for_a_bad_device(
     assert sorted({n for n, _ in ran}) == ["poison_count", "rel_distance", "rel_error", "same_bits", "ulp_stats"]
     assert len(ran) == 15 and all(numel == 256 * 256 for _, numel in ran)
     judge.warm_judge("no-such-device")   # returns; the vet says what is wrong with it
+
+
+# -- comparisons in slices (metrics.CHUNK): a big output's comparison holds no float64 copy of it --
+
+@pytest.mark.parametrize("ref_dtype", [torch.float64, torch.float32])
+def test_comparisons_in_slices_give_the_numbers_of_the_whole(monkeypatch, ref_dtype):
+    torch.manual_seed(3)
+    ref = torch.randn(41, 33, 29, dtype=torch.float64)
+    out = (ref + 1e-5 * torch.randn_like(ref)).float()
+    bad = out.clone()
+    bad[7, 3, 2] = float("nan")
+    ref = ref.to(ref_dtype)
+    whole = {}
+    for chunk in (1 << 24, 997):
+        monkeypatch.setattr(metrics, "CHUNK", chunk)
+        whole[chunk] = (metrics.rel_error(out, ref), metrics.rel_error(out, ref, 1e6), metrics.rel_distance(out, ref),
+                        metrics.rel_error(bad, ref), metrics.rel_distance(bad, ref), metrics.row_errors(out, ref),
+                        metrics.row_errors(bad, ref), metrics.ulp_stats(out, ref, torch.float32),
+                        metrics.poison_count(bad, (int(bad.view(torch.int32)[7, 3, 2]),)))
+    a, b = whole[1 << 24], whole[997]
+    for x, y in zip(a[:3], b[:3]):
+        assert x == pytest.approx(y, rel=1e-12) and 0 < x
+    assert a[3] == b[3] == math.inf and a[4] == b[4] == math.inf
+    assert torch.allclose(a[5], b[5], rtol=1e-12, atol=0) and torch.equal(a[6].isinf(), b[6].isinf()) and b[6].isinf().sum() == 1
+    assert a[7] == pytest.approx(b[7], rel=1e-12) and a[8] == b[8] == 1

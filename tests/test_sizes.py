@@ -76,9 +76,9 @@ def test_a_problem_too_big_under_every_holding_is_named_with_the_plan_and_sizes(
     size = sizes.ProblemSize(input_bytes=64 << 30, largest_input=16 << 30, output_elements=16 << 30, weight_bytes=0,
                              largest_weight=0, output_itemsize=4)
     hold = sizes.holding(size, 140 << 30, 128 << 30)
-    assert hold == sizes.Holding(lean=True, judge_on_host=True)
+    assert hold == sizes.Holding(lean=True, judge_on_host=True, tight=True)
     why = sizes.fits(size, 140 << 30, hold=hold)
-    assert why and "lean, judged on the host plan" in why and "one input set 64.0 GiB" in why and "140.0 GiB" in why
+    assert why and "lean, judged on the host, references in float32 plan" in why and "one input set 64.0 GiB" in why and "140.0 GiB" in why
 
 
 def test_the_shape_only_estimate_allocates_nothing_and_agrees_with_the_measured_size():
@@ -317,10 +317,11 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 
 @pytest.mark.gpu
 @CUDA
-@pytest.mark.parametrize("judge_on_host", [False, True])
-def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel(monkeypatch, judge_on_host):
+@pytest.mark.parametrize("judge_on_host,tight", [(False, False), (True, False), (True, True)])
+def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel(monkeypatch, judge_on_host, tight):
     held, dropped = _lean(monkeypatch)
-    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=judge_on_host))
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=judge_on_host,
+                                                                          tight=tight, output_itemsize=4))
     evs = _evidence(monkeypatch)
     report = vet_entry(by_name("softmax"), "cuda")
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
@@ -330,6 +331,7 @@ def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel
         assert ev.judged_on.type == "cpu"
     assert {c.output.device.type for c in ev.records("timed", "unseen", "loop", "probe")} == {"meta"}
     assert all(ev.refs64[c.values_of].device.type == ev.judged_on.type for c in ev.records("fresh"))
+    assert all(ev.refs64[c.values_of].dtype == (torch.float32 if tight else torch.float64) for c in ev.records("fresh"))
 
 
 @pytest.mark.gpu
@@ -387,3 +389,71 @@ def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
     assert report.device["inputs_drawn_on"] == "cuda:0" and report.device["sets_kept_on"] == "cuda:0"
     assert report.device["transfers"] == "device (CUDA IPC)"
+
+
+# -- tight: the host barely holds the problem ---------------------------------------------------
+
+GIB = 1 << 30
+
+
+def _elementwise(gib: int, itemsize: int = 4) -> sizes.ProblemSize:
+    """An elementwise problem of `gib` GiB a set and as much output (KernelBench's activations: 6 GiB)."""
+    n = gib * GIB // itemsize
+    return sizes.ProblemSize(input_bytes=gib * GIB, largest_input=n, output_elements=n, weight_bytes=0,
+                             largest_weight=0, output_itemsize=itemsize)
+
+
+def test_tight_keeps_float32_outputs_references_at_half_and_draws_nothing_ahead():
+    size = _elementwise(6)
+    host = sizes.footprint(size, sizes.Holding(lean=True, judge_on_host=True))
+    tight = sizes.footprint(size, sizes.Holding(lean=True, judge_on_host=True, tight=True))
+    assert tight.host_terms["judge float64 references"] * 2 == host.host_terms["judge float64 references"]
+    assert host.host_terms["judge input sets"] - tight.host_terms["judge input sets"] == 2 * size.input_bytes
+    assert tight.device == host.device   # the worker's side is the same
+    # a float64 output's references stay float64 (rounding them would be the whole error budget)
+    wide = _elementwise(6, itemsize=8)
+    assert sizes.footprint(wide, sizes.Holding(lean=True, judge_on_host=True, tight=True)).host_terms[
+        "judge float64 references"] == sizes.footprint(wide, sizes.Holding(lean=True, judge_on_host=True)).host_terms[
+        "judge float64 references"]
+    assert sizes.Holding(tight=True, output_itemsize=4).reference_dtype() is torch.float32
+    assert sizes.Holding(tight=True, output_itemsize=8).reference_dtype() is None
+    assert sizes.Holding(output_itemsize=4).reference_dtype() is None
+
+
+@pytest.mark.parametrize("gib", [6, 7])
+def test_kernelbench_activations_and_norms_fit_an_h200_only_tight(gib):
+    """6 and 7 GiB a set (level 1's activations and norms): judged on the host they need more than
+    a 128 GiB host plans for; tight, they fit, on the device too."""
+    device, host = tool.H200_DEVICE_BYTES, tool.H200_HOST_BYTES
+    size = _elementwise(gib)
+    assert sizes.host_fits(size, int(sizes.HEADROOM * host), hold=sizes.Holding(lean=True, judge_on_host=True))
+    hold = sizes.holding(size, device, host)
+    assert hold == sizes.Holding(lean=True, judge_on_host=True, tight=True)
+    assert not sizes.fits(size, int(sizes.HEADROOM * device), hold=hold)
+    assert not sizes.host_fits(size, int(sizes.HEADROOM * host), hold=hold)
+    assert "references in float32" in hold.describe()
+
+
+def test_a_tight_vet_keeps_float32_references_draws_nothing_ahead_and_still_tells_honest_from_cheat(monkeypatch):
+    from kernelvet.draws import Draws
+    _lean(monkeypatch)
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=True, tight=True,
+                                                                          output_itemsize=4))
+    aheads = []
+    real_init = Draws.__init__
+
+    def spy_init(self, *a, **k):
+        real_init(self, *a, **k)
+        aheads.append(self)
+
+    monkeypatch.setattr(Draws, "__init__", spy_init)
+    evs = _evidence(monkeypatch)
+    report = vet_entry(by_name("softmax"), "cpu")
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    ev = evs[-1]
+    assert all(ev.refs64[c.values_of].dtype == torch.float32 for c in ev.records("fresh"))
+    assert aheads and all(d.ahead == 0 for d in aheads[:1]), [d.ahead for d in aheads]
+    assert report.to_json()["phases_s"] is not None
+    # float16 operands: a relative error of ~1e-4, which float32 references still see (6e-8 is theirs)
+    cheat = vet_entry(by_name("fp16_softmax"), "cpu")
+    assert cheat.verdict is Verdict.REJECT and CheckId.PRECISION in failed(cheat), [f.summary for f in cheat.failed]

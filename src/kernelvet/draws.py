@@ -15,12 +15,12 @@ from typing import Callable, Hashable, Sequence
 
 class Draws(dict):
     """key -> draw(key), made on first use; using the key at position i of `order` starts the
-    draws of the next `ahead` keys. `close()` when done: it cancels draws not started and waits
+    draws of the next `ahead` keys (settable: 0 for a problem whose sets the host barely holds). `close()` when done: it cancels draws not started and waits
     for the one running (it holds torch's global generator)."""
 
     def __init__(self, draw: Callable[[Hashable], object], order: Sequence[Hashable], ahead: int = 2):
         super().__init__()
-        self._draw, self._order, self._ahead = draw, list(order), ahead
+        self._draw, self._order, self.ahead = draw, list(order), ahead
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelvet-draws")
         self._pending: dict[Hashable, Future] = {}
 
@@ -32,7 +32,7 @@ class Draws(dict):
         self._start(key)
         if key in self._order:
             i = self._order.index(key)
-            for nxt in self._order[i + 1:i + 1 + self._ahead]:
+            for nxt in self._order[i + 1:i + 1 + self.ahead]:
                 self._start(nxt)
         value = self[key] = self._pending.pop(key).result()   # a draw's exception is raised here
         return value

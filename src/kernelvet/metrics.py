@@ -44,14 +44,46 @@ def rel_error(out: torch.Tensor, ref64: torch.Tensor, floor: float = 0.0) -> flo
         else:
             differ = torch.ne(out.to(ref64.device, ref64.dtype), ref64).sum().item()
         return differ / max(ref64.numel(), 1)
-    o = out.to(ref64.device, torch.float64)
-    if not torch.isfinite(o).all() and torch.isfinite(ref64).all():
+    if ref64.numel() > CHUNK and out.shape == ref64.shape:
+        num, ref_norm, o_finite, ref_finite = _chunked_norms(out, ref64)
+    else:
+        o = out.to(ref64.device, torch.float64)
+        o_finite, ref_finite = bool(torch.isfinite(o).all()), bool(torch.isfinite(ref64).all())
+        ref_norm = torch.linalg.vector_norm(ref64, dtype=torch.float64).item()
+        num = torch.linalg.vector_norm(o - ref64).item()
+    if not o_finite and ref_finite:
         return math.inf
-    denom = max(torch.linalg.vector_norm(ref64).item(), floor)
-    num = torch.linalg.vector_norm(o - ref64).item()
+    denom = max(ref_norm, floor)
     if denom == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / denom
+
+
+# Elements a comparison converts to float64 at once. A big problem's outputs (6 GiB and more,
+# judged on the host) compared whole would hold two or three float64 temporaries of their size
+# beside everything the vet keeps; in slices of this many they hold 128 MiB each.
+CHUNK = 1 << 24
+
+
+def _slices(n: int, step: int = CHUNK):
+    return (slice(i, min(i + step, n)) for i in range(0, n, step))
+
+
+def _chunked_norms(out: torch.Tensor, ref: torch.Tensor, nan_as_inf: bool = False) -> tuple[float, float, bool, bool]:
+    """(||out - ref||, ||ref||, out all finite, ref all finite) in float64, slice by slice (CHUNK),
+    where `ref` is; `nan_as_inf`: a NaN in the difference counts as infinitely far."""
+    o_flat, r_flat = out.reshape(-1), ref.reshape(-1)
+    diff_sq = ref_sq = 0.0
+    o_finite = r_finite = True
+    for sl in _slices(r_flat.numel()):
+        r = r_flat[sl].to(torch.float64)
+        o = o_flat[sl].to(r.device, torch.float64)
+        o_finite = o_finite and bool(torch.isfinite(o).all())
+        r_finite = r_finite and bool(torch.isfinite(r).all())
+        d = torch.nan_to_num(o - r, nan=math.inf) if nan_as_inf else o - r
+        diff_sq += torch.linalg.vector_norm(d).item() ** 2
+        ref_sq += torch.linalg.vector_norm(r).item() ** 2
+    return math.sqrt(diff_sq), math.sqrt(ref_sq), o_finite, r_finite
 
 
 # An output's error is measured against at least this fraction of the size it would have at the
@@ -93,7 +125,14 @@ def as_rows(t: torch.Tensor) -> torch.Tensor:
 def row_errors(out: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
     """||out_i - ref_i|| / ||ref_i|| per row (`as_rows`), in float64: 0 where both rows are zero,
     inf where only the reference's is, or where out has non-finite values the reference has not."""
-    o, r = as_rows(out.to(ref64.device, torch.float64)), as_rows(ref64.to(torch.float64))
+    o_rows, r_rows = as_rows(out), as_rows(ref64)
+    step = max(1, CHUNK // max(r_rows.shape[1], 1))   # rows a slice holds (CHUNK elements)
+    parts = [_row_errors(o_rows[sl].to(ref64.device, torch.float64), r_rows[sl].to(torch.float64))
+             for sl in _slices(r_rows.shape[0], step)]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64, device=ref64.device)
+
+
+def _row_errors(o: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     diff = torch.linalg.vector_norm(torch.nan_to_num(o - r, nan=math.inf), dim=1)
     denom = torch.linalg.vector_norm(r, dim=1)
     err = diff / denom
@@ -106,27 +145,39 @@ def ulp_stats(out: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> dic
     if not dtype.is_floating_point:
         return {}
     eps = torch.finfo(dtype).eps
-    o = out.to(ref64.device, torch.float64)
-    ref = ref64.to(torch.float64)
-    floor = max(ref.abs().mean().item() * 1e-3, torch.finfo(dtype).tiny)
+    o_flat, r_flat = out.reshape(-1), ref64.reshape(-1)
+    n = r_flat.numel()
+    if n > CHUNK and out.shape == ref64.shape:   # the floor from every element, the statistics from a strided sample
+        abs_sum = sum(r_flat[sl].to(torch.float64).abs().sum().item() for sl in _slices(n))
+        floor = max(abs_sum / n * 1e-3, torch.finfo(dtype).tiny)
+        step = n // _SAMPLE + 1
+        o, ref = o_flat[::step].to(ref64.device, torch.float64), r_flat[::step].to(torch.float64)
+    else:
+        o, ref = out.to(ref64.device, torch.float64), ref64.to(torch.float64)
+        floor = max(ref.abs().mean().item() * 1e-3, torch.finfo(dtype).tiny)
     ulps = ((o - ref).abs() / (eps * ref.abs().clamp_min(floor))).flatten()
     ulps = ulps[torch.isfinite(ulps)]
     if ulps.numel() == 0:
         return {"ulp_median": math.inf, "ulp_p99": math.inf}
-    if ulps.numel() > 1_000_000:  # quantile has a size limit; a strided sample is plenty
-        ulps = ulps[:: ulps.numel() // 1_000_000 + 1]
+    if ulps.numel() > _SAMPLE:  # quantile has a size limit; a strided sample is plenty
+        ulps = ulps[:: ulps.numel() // _SAMPLE + 1]
     q = torch.quantile(ulps, torch.tensor([0.5, 0.99], dtype=torch.float64, device=ulps.device))
     return {"ulp_median": q[0].item(), "ulp_p99": q[1].item()}
+
+
+_SAMPLE = 1_000_000   # elements the ULP statistics are taken over, at most
 
 
 def rel_distance(a: torch.Tensor, b: torch.Tensor) -> float:
     """||a - b|| / ||b||, both read as float64; inf when shapes cannot be compared."""
     if a.numel() != b.numel():
         return math.inf
-    a64, b64 = a.reshape(-1).to(b.device, torch.float64), b.reshape(-1).to(torch.float64)
-    denom = torch.linalg.vector_norm(b64).item()
-    diff = torch.nan_to_num(a64 - b64, nan=math.inf)
-    num = torch.linalg.vector_norm(diff).item()
+    if b.numel() > CHUNK and a.numel() == b.numel():
+        num, denom, _, _ = _chunked_norms(a, b, nan_as_inf=True)
+    else:
+        a64, b64 = a.reshape(-1).to(b.device, torch.float64), b.reshape(-1).to(torch.float64)
+        denom = torch.linalg.vector_norm(b64).item()
+        num = torch.linalg.vector_norm(torch.nan_to_num(a64 - b64, nan=math.inf)).item()
     return num / denom if denom else (0.0 if num == 0 else math.inf)
 
 
@@ -146,11 +197,15 @@ def poison_count(out: torch.Tensor, words: tuple[int, ...]) -> int:
     """Elements whose bit pattern is one of the poison words painted before the call."""
     if out.numel() == 0 or out.dtype == torch.bool:
         return 0
-    bits = out.contiguous().view(INT_OF_WIDTH[out.element_size()])
-    hit = torch.zeros(bits.shape, dtype=torch.bool, device=bits.device)
-    for w in words:
-        hit |= bits == w
-    return int(hit.sum().item())
+    bits = out.contiguous().view(INT_OF_WIDTH[out.element_size()]).reshape(-1)
+    count = 0
+    for sl in _slices(bits.numel()):
+        part = bits[sl]
+        hit = torch.zeros(part.shape, dtype=torch.bool, device=part.device)
+        for w in words:
+            hit |= part == w
+        count += int(hit.sum().item())
+    return count
 
 
 def to_signed(word: int, width: int) -> int:

@@ -162,18 +162,33 @@ class Holding:
     reference made, and compares the outputs of the timing (timed, unseen, loop) as they arrive,
     keeping their numbers, not the tensors (compact.py). `judge_on_host`: the float64 references
     (computed on the device) and the outputs the checks compare are kept on the host, leaving the
-    device to the worker."""
+    device to the worker. `tight` (judged on the host, for outputs of float32 or narrower): the float64
+    references are kept rounded to float32, half their memory (a relative error of at most 6e-8
+    beside tolerances of 5e-5 and up; metrics compare in float64 all the same), and no input set
+    is drawn ahead of its use."""
 
     lean: bool = False
     judge_on_host: bool = False
     output_itemsize: int = 0   # the reference's output dtype's, from the shape-only run (0: not known)
     sets_on_device: bool = False   # the judge keeps its input sets on the device that drew them
+    tight: bool = False
 
     def describe(self) -> str:
         where = ", sets kept on the device" if self.sets_on_device else ""
         if not self.lean:
             return "full" + where
+        if self.tight:
+            return "lean, judged on the host, references in float32" + where
         return ("lean, judged on the host" if self.judge_on_host else "lean") + where
+
+    def reference_dtype(self) -> torch.dtype | None:
+        """The dtype the judge keeps its float64 references in (None: as made)."""
+        return torch.float32 if self.tight and 0 < self.output_itemsize <= 4 else None
+
+
+# The holdings `holding` tries, leanest last
+HOLDINGS = (Holding(), Holding(lean=True), Holding(lean=True, judge_on_host=True),
+            Holding(lean=True, judge_on_host=True, tight=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +218,8 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
         "reference64 in the making": 2 * w + 3 * s + max(size.forward_bytes64, o64),
     }
     host = {
-        "judge input sets": (plan.fresh + 3 if hold.lean else plan.keys) * s,   # + two drawn ahead, one in use
+        # + two drawn ahead (none when tight), one in use
+        "judge input sets": (plan.fresh + (1 if hold.tight else 3) if hold.lean else plan.keys) * s,
         "judge weights": 2 * w,   # the reference model and the fresh values handed over
         "messages in flight": max(s, o) + w,
     }
@@ -215,7 +231,8 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     # lean: every output but the fresh sets' and the determinism call's compared as it arrives and
     # dropped, with the references of the sets used for it alone (compact.py); one being compared,
     # and an unseen request's two outputs in hand
-    judged["judge float64 references"] = (plan.fresh + 2 if hold.lean else plan.keys) * o64   # + the overwrite's
+    ref_bytes = size.output_elements * 4 if hold.tight and size.output_itemsize <= 4 else o64
+    judged["judge float64 references"] = (plan.fresh + 2 if hold.lean else plan.keys) * ref_bytes   # + the overwrite's
     judged["judge recorded outputs"] = (plan.fresh + 3 if hold.lean else plan.outputs) * o
     judged["judge fresh inputs (identity)"] = plan.fresh * s if judged is device else 0
     return Footprint(sum(device.values()), sum(host.values()), device, host)
@@ -232,9 +249,9 @@ HEADROOM = 0.9   # of a memory, what a vet may plan to fill (the allocator's fra
 def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
             plan: PlanCounts = PlanCounts(), judge_device: bool = True) -> Holding:
     """The leanest-needed holding that fits: the full plan if it fits both memories, else lean,
-    else lean with the judge's references and outputs on the host (whichever fits, in that order;
-    the last one when none does, for `fits` to name)."""
-    for hold in (Holding(), Holding(lean=True), Holding(lean=True, judge_on_host=True)):
+    else lean with the judge's references and outputs on the host, else that, tight (whichever
+    fits, in that order; the last one when none does, for `fits` to name)."""
+    for hold in HOLDINGS:
         fp = footprint(size, hold, plan, judge_device)
         if (not device_bytes or fp.device <= HEADROOM * device_bytes) and (not host_bytes or fp.host <= HEADROOM * host_bytes):
             return hold

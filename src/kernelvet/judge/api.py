@@ -238,6 +238,8 @@ class _Vet:
         self.hold = dataclasses.replace(sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda",
                                                           sets_on_device=keep), sets_on_device=keep)
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
+        if self.hold.tight and isinstance(values, Draws):   # the host barely holds its sets: none drawn ahead
+            values.ahead = 0
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
         self._references(draw, first_ref)
 
@@ -250,7 +252,7 @@ class _Vet:
 
         def reference_of(k):   # a shared reference keeps it: it refers to no more of this vet than that
             try:
-                return _moved(reference64(model, values[k], self.made_on), judged_on)
+                return _moved(reference64(model, values[k], self.made_on), judged_on, self.hold.reference_dtype())
             except (UsageError, HarnessError):
                 raise
             except Exception as exc:
@@ -258,7 +260,7 @@ class _Vet:
 
         refs64 = _Lazy(reference_of) if shared is None else shared.refs64
         if first_ref is not None:
-            refs64[_WARMUP] = first_ref
+            refs64[_WARMUP] = _moved(first_ref, judged_on, self.hold.reference_dtype())
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
             shared = self.shared = SharedReference(model, self.values, self.flops, judged_on, refs64, self.state,
                                                  self.draws_on, self.sets_kept)

@@ -32,13 +32,15 @@ def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
     return {key}
 
 
-def _moved(ref: torch.Tensor, where: torch.device) -> torch.Tensor:
+def _moved(ref: torch.Tensor, where: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
     """A float64 reference made on the device, kept where the checks compare (a big problem's on
-    the host), with its argmax/argmin ties."""
-    if ref.device == where:
+    the host), in `dtype` if given and it is floating (sizes.Holding.reference_dtype), with its
+    argmax/argmin ties."""
+    dtype = dtype if dtype is not None and ref.is_floating_point() else ref.dtype
+    if ref.device == where and ref.dtype == dtype:
         return ref
     ties = getattr(ref, "index_ties", None)
-    out = ref.to(where)
+    out = ref.to(where, dtype)
     if ties is not None:
         out.index_ties = dataclasses.replace(ties, values=ties.values.to(where))
     return out
