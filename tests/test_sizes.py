@@ -354,10 +354,14 @@ def test_the_device_memory_the_holding_is_chosen_by_is_the_devices():
     assert sizes.holding(size, device_bytes, host_bytes).lean
 
 
-def test_lean_vets_sharing_a_reference_leave_the_shared_sets_and_references_whole(tmp_path, monkeypatch):
+@pytest.mark.parametrize("tight", [False, True])
+def test_lean_vets_sharing_a_reference_leave_the_shared_sets_and_references_whole(tmp_path, monkeypatch, tight):
     from kernelvet.problem import load_problem
     from kernelvet.refcache import ReferenceCache
     _lean(monkeypatch)
+    if tight:
+        monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(
+            lean=True, judge_on_host=True, tight=True, output_itemsize=4))
     text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
     ref = write(tmp_path, "affine.py", text)
     honest, zeros = write(tmp_path, "h.py", as_candidate(text)), write(tmp_path, "z.py", text + RIGHT_THEN_ZEROS)
@@ -366,6 +370,7 @@ def test_lean_vets_sharing_a_reference_leave_the_shared_sets_and_references_whol
         first = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
         shared = cache.get(torch.device("cpu"))
         assert shared.refs64[judge.settings._WARMUP].device.type == "cpu"   # the stand-in was this vet's own
+        assert shared.refs64[judge.settings._WARMUP].dtype == (torch.float32 if tight else torch.float64)
         second = vet(zeros, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
         third = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
     assert first.verdict is Verdict.PASS and third.verdict is Verdict.PASS, [f.summary for f in third.failed]

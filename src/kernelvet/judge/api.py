@@ -266,7 +266,8 @@ class _Vet:
                                                  self.draws_on, self.sets_kept)
             reference.put(self.dev, shared)
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
-            values = self.values = PerVet(shared.values, Draws(draw, self.own_keys), self.own_keys)
+            values = self.values = PerVet(shared.values, Draws(draw, self.own_keys, ahead=0 if self.hold.tight else 2),
+                                       self.own_keys)
             refs64 = PerVet(shared.refs64, _Lazy(reference_of), self.own_keys)
         # now, while the worker starts; within --timeout, as everything the judge does for a vet
         _within(self.t_start + self.timeout, self.timeout, prob.path or prob.name, "its float64 references",
