@@ -36,6 +36,7 @@ class SharedReference:
     weights: Any = ()   # the fresh weights the model holds, as weights.redraw returned them
     draws_on: Any = None   # the device whose generator draws the sets (None: the host's)
     sets_kept: bool = False   # the sets stay on that device (Problem.draw_inputs's keep)
+    hold: Any = None   # sizes.Holding: what the problem's vets hold, and where (None: each vet decides)
 
 
 class ReferenceCache:

@@ -235,8 +235,10 @@ class _Vet:
         judged_on, first_ref = _judged_on(dev, flops, model, values[_WARMUP]) if shared is None \
             else (shared.judged_on, None)
         # A big problem: what the judge and the worker hold, and where (sizes.py, holding)
+        # (the problem's first vet decides it, from one shape-only run; later ones share it)
         self.hold = dataclasses.replace(sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda",
-                                                          sets_on_device=keep), sets_on_device=keep)
+                                                          sets_on_device=keep), sets_on_device=keep) \
+            if shared is None or shared.hold is None else shared.hold
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
         if self.hold.tight and isinstance(values, Draws):   # the host barely holds its sets: none drawn ahead
             values.ahead = 0
@@ -263,7 +265,7 @@ class _Vet:
             refs64[_WARMUP] = _moved(first_ref, judged_on, self.hold.reference_dtype())
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
             shared = self.shared = SharedReference(model, self.values, self.flops, judged_on, refs64, self.state,
-                                                 self.draws_on, self.sets_kept)
+                                                 self.draws_on, self.sets_kept, self.hold)
             reference.put(self.dev, shared)
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = self.values = PerVet(shared.values, Draws(draw, self.own_keys, ahead=0 if self.hold.tight else 2),
