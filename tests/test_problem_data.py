@@ -431,3 +431,48 @@ def test_candidates_of_a_shared_reference_get_its_fresh_weights(tmp_path):
     assert first.verdict is Verdict.PASS and second.verdict is Verdict.PASS, \
         [f.summary for f in [*first.failed, *second.failed]]
     assert first.seed == second.seed
+
+
+# -- the judge's own work on a big model ------------------------------------------------------
+
+def test_a_models_float64_weights_are_made_once_a_device_and_remade_when_either_side_changes():
+    import copy
+    from kernelvet import problem as problem_mod
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.LayerNorm(32)).eval()
+    x = [torch.randn(5, 64)]
+    first = problem_mod.reference64(model, x, "cpu")
+    made = problem_mod._PARAMS64[model]["cpu"]
+    again = problem_mod.reference64(model, x, "cpu")
+    assert problem_mod._PARAMS64[model]["cpu"] is made   # not converted again
+    assert torch.equal(first, again) and torch.equal(first, copy.deepcopy(model).double()(x[0].double()))
+    with torch.no_grad():   # the model's own weights changed (weights.redraw writes in place)
+        model[0].weight.mul_(2.0)
+    changed = problem_mod.reference64(model, x, "cpu")
+    assert problem_mod._PARAMS64[model]["cpu"] is not made and not torch.equal(changed, first)
+
+
+class _WritesItsWeights(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.w.add_(1.0)
+        return x * self.w
+
+
+def test_a_forward_that_writes_its_own_float64_weights_starts_from_the_models_next_time():
+    from kernelvet import problem as problem_mod
+    model, x = _WritesItsWeights(), [torch.ones(4)]
+    outs = [problem_mod._forward64(problem_mod._model64(model, "cpu"), x, "cpu", "w") for _ in range(2)]
+    assert torch.equal(outs[0], outs[1]) and outs[0][0].item() == 2.0
+    assert model.w[0].item() == 1.0   # the model itself is untouched
+
+
+def test_a_big_models_flops_are_counted_on_the_meta_device_whatever_its_inputs(monkeypatch):
+    from kernelvet.judge import reference
+    monkeypatch.setattr(reference, "META_COUNT_ELEMENTS", 1 << 12)
+    monkeypatch.setattr(reference, "_flops_in_float64", lambda *a: pytest.fail("counted by a float64 call"))
+    model = torch.nn.Linear(128, 128)   # 16k weights, an input of 128 elements
+    assert reference._count_flops(model, [torch.ones(1, 128)]) == 2 * 128 * 128

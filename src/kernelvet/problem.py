@@ -165,13 +165,39 @@ def reference64(model: torch.nn.Module, inputs: list, device: str) -> torch.Tens
     """
     prob = _WHERE.get(model)
     where = prob._where() if prob else "the reference Model"
-    m64 = copy.deepcopy(model).to(device=device, dtype=torch.float64)
+    m64 = _model64(model, device)
     _check_signature(m64, inputs, where)
     out = _forward64(m64, inputs, device, where)
     if model not in _DETERMINISM_CHECKED:
         _check_same(out, _forward64(m64, inputs, device, where), where)
         _DETERMINISM_CHECKED.add(model)
     return out
+
+
+# The float64 copies of a reference's parameters, by model and device, each with the versions of
+# its source and of itself: a big model's weights (KernelBench's 32768 x 32768 Linear, 4 GiB) are
+# copied and converted once, not once for every input set's reference. Everything else of the
+# model (buffers, attributes) is copied afresh for each reference, as before.
+_PARAMS64: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+
+def _model64(model: torch.nn.Module, device) -> torch.nn.Module:
+    """A float64 copy of `model` on `device`, its parameters shared with the model's earlier
+    copies there for as long as neither the model's parameter nor the copy changed in place
+    (a forward that writes into its own weights gets a fresh copy next time)."""
+    params = list(model.parameters())
+    by_device = _PARAMS64.setdefault(model, {})
+    cached = by_device.get(str(device))
+    if cached is None or any(p._version != v or c._version != cv for p, (c, v, cv) in zip(params, cached)):
+        with torch.no_grad():
+            cached = []
+            for p in params:
+                c = torch.nn.Parameter(p.detach().to(device=device, dtype=torch.float64 if p.is_floating_point()
+                                                     else p.dtype), p.requires_grad)
+                cached.append((c, p._version, c._version))
+        by_device[str(device)] = cached
+    memo = {id(p): c for p, (c, _, _) in zip(params, cached)}
+    return copy.deepcopy(model, memo).to(device=device, dtype=torch.float64)
 
 
 def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> torch.Tensor:

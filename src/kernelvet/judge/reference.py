@@ -167,9 +167,10 @@ def _prepared(w, dev, flush_factor: float) -> dict:
     return {"spare_start_s": float(msg.body.get("start_s", 0.0)), "device_info": info}
 
 
-# Inputs of more elements than this are counted on the meta device: a float64 forward of
-# KernelBench's 2048 x 1048576 matrix-vector problem holds 16 GiB; below it the float64 call costs
-# less than the meta kernels' first use (~0.7 s: some import torch._dynamo).
+# Inputs and weights of more elements than this are counted on the meta device: a float64 forward
+# of KernelBench's 2048 x 1048576 matrix-vector problem holds 16 GiB, and one of its level-2 32768 x
+# 32768 Linear (4 MiB of input, 4 GiB of weights) took about a minute on the H200's host; below it
+# the float64 call costs less than the meta kernels' first use (~0.7 s: some import torch._dynamo).
 META_COUNT_ELEMENTS = 1 << 22
 
 
@@ -177,7 +178,8 @@ def _count_flops(model, inputs) -> float | None:
     """The reference's FLOPs: for a big problem counted on the meta device (shapes only: no
     arithmetic, no memory), else, or where an op has no meta kernel or the count depends on the
     values, on one float64 call."""
-    n = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    n = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)) + \
+        sum(t.numel() for t in (*model.parameters(), *model.buffers()))
     return (n > META_COUNT_ELEMENTS and _flops_on_meta(model, inputs)) or _flops_in_float64(model, inputs)
 
 
