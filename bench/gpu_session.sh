@@ -12,6 +12,10 @@
 #   bench/gpu_session.sh verify [PATTERN ...]   after a change: the GPU tests outside the corpus
 #                                  matrix, then practice for the patterns given (the matrix's checks),
 #                                  each given what is left of 580 s
+#   bench/gpu_session.sh sweep LEVELS RANGE [SECONDS]   a part of the KernelBench sweep into
+#                                  $OUT/sweep (bench/kernelbench_sweep.py; default 560 s): stopped by
+#                                  SIGINT, then SIGKILL, when its time is up, so that every verdict
+#                                  written so far stays; the same folder resumes it
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
@@ -63,6 +67,14 @@ case "${1:-bench}" in
     timeout "$(left 0)" python3 -m kernelvet practice "${@:2}" --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; grep -E "^[0-9]+/[0-9]+ |cheats rejected" "$OUT/practice-cuda.txt" ;;
+  sweep)
+    setsid python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --device cuda --levels "${2:?levels}" \
+      --range "${3:?range}" -- --no-progress > "$OUT/sweep.log" 2>&1 &
+    pid=$!
+    ( sleep "${4:-560}"; kill -INT -- -"$pid" 2>/dev/null; sleep 8; kill -KILL -- -"$pid" 2>/dev/null ) & timer=$!
+    wait "$pid"; echo "sweep exit $? after $((SECONDS - START)) s"; kill "$timer" 2>/dev/null
+    python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "$2" --table-only > /dev/null 2>&1
+    tail -30 "$OUT/sweep/sweep.md" ;;
   short)
     timeout "$(left 170)" python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
