@@ -15,8 +15,9 @@ from typing import Callable, Hashable, Sequence
 
 class Draws(dict):
     """key -> draw(key), made on first use; using the key at position i of `order` starts the
-    draws of the next `ahead` keys (settable: 0 for a problem whose sets the host barely holds). `close()` when done: it cancels draws not started and waits
-    for the one running (it holds torch's global generator)."""
+    draws of the next `ahead` keys (settable: 0 for a problem whose sets the host barely holds).
+    `close()` when done: it cancels draws not started and waits for the one running (it holds
+    torch's global generator)."""
 
     def __init__(self, draw: Callable[[Hashable], object], order: Sequence[Hashable], ahead: int = 2):
         super().__init__()
