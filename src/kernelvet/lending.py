@@ -24,6 +24,16 @@ FREE_SHARE = 0.25   # of the device's free memory, what one request's buffers ma
 ROOMS = {"call": 1, "probe": 1, "loop": 1, "lend": 1}
 
 
+def worth_lending(blobs, rooms: int, room_bytes: int) -> bool:
+    """Whether a request carrying `blobs`, whose reply carries `rooms` outputs of `room_bytes`
+    at most, has anything a loan would carry."""
+    return any(_big(b) for b in blobs) or bool(rooms) and room_bytes >= devshare.LEND_MIN_BYTES
+
+
+def _big(b: Blob) -> bool:
+    return b.lent is None and b.nbytes >= devshare.LEND_MIN_BYTES
+
+
 def rooms_for(type_: str, body: dict) -> int:
     if type_ == "time":
         return len(set(body.get("sets") or ()) | set(body.get("unseen") or ()))
@@ -44,11 +54,11 @@ class JudgeLoan:
     def make(cls, device: torch.device, blobs, rooms: int, room_bytes: int) -> "JudgeLoan | None":
         """The loan for a request carrying `blobs` whose reply carries `rooms` outputs of at most
         `room_bytes` each; None when nothing in it is worth lending."""
-        big = {id(b) for b in blobs if b.lent is None and b.nbytes >= devshare.LEND_MIN_BYTES}
+        if not worth_lending(blobs, rooms, room_bytes):
+            return None
+        big = {id(b) for b in blobs if _big(b)}
         if room_bytes < devshare.LEND_MIN_BYTES:
             rooms = 0
-        if not big and not rooms:
-            return None
         budget = FREE_SHARE * torch.cuda.mem_get_info(device)[0]
         loan = cls(device)
         try:

@@ -181,9 +181,13 @@ class Holding:
             return "lean, judged on the host, references in float32" + where
         return ("lean, judged on the host" if self.judge_on_host else "lean") + where
 
+    def reference_itemsize(self, output_itemsize: int) -> int:
+        """Bytes an element of the judge's references takes, for outputs of `output_itemsize`."""
+        return 4 if self.tight and 0 < output_itemsize <= 4 else WIDEST
+
     def reference_dtype(self) -> torch.dtype | None:
         """The dtype the judge keeps its float64 references in (None: as made)."""
-        return torch.float32 if self.tight and 0 < self.output_itemsize <= 4 else None
+        return torch.float32 if self.reference_itemsize(self.output_itemsize) == 4 else None
 
 
 # The holdings `holding` tries, leanest last
@@ -231,7 +235,7 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     # lean: every output but the fresh sets' and the determinism call's compared as it arrives and
     # dropped, with the references of the sets used for it alone (compact.py); one being compared,
     # and an unseen request's two outputs in hand
-    ref_bytes = size.output_elements * 4 if hold.tight and size.output_itemsize <= 4 else o64
+    ref_bytes = size.output_elements * hold.reference_itemsize(size.output_itemsize)
     judged["judge float64 references"] = (plan.fresh + 2 if hold.lean else plan.keys) * ref_bytes   # + the overwrite's
     judged["judge recorded outputs"] = (plan.fresh + 3 if hold.lean else plan.outputs) * o
     judged["judge fresh inputs (identity)"] = plan.fresh * s if judged is device else 0

@@ -325,8 +325,7 @@ class WorkerHandle:
             return None
         from . import devshare, lending
         rooms = lending.rooms_for(type_, body)
-        if not (any(b.lent is None and b.nbytes >= devshare.LEND_MIN_BYTES for b in tensors)
-                or rooms and self.room_bytes >= devshare.LEND_MIN_BYTES):
+        if not lending.worth_lending(tensors, rooms, self.room_bytes):
             return None
         if self._lend_ok is None:
             self._lend_ok = False   # while it is asked

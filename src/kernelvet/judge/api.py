@@ -236,12 +236,10 @@ class _Vet:
             else (shared.judged_on, None)
         # A big problem: what the judge and the worker hold, and where (sizes.py, holding)
         # (the problem's first vet decides it, from one shape-only run; later ones share it)
-        self.hold = dataclasses.replace(sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda",
-                                                          sets_on_device=keep), sets_on_device=keep) \
-            if shared is None or shared.hold is None else shared.hold
+        self.hold = dataclasses.replace(sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda"),
+                                        sets_on_device=keep) if shared is None or shared.hold is None else shared.hold
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
-        if self.hold.tight and isinstance(values, Draws):   # the host barely holds its sets: none drawn ahead
-            values.ahead = 0
+        _drawn_ahead(values, self.hold)
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
         self._references(draw, first_ref)
 
@@ -268,8 +266,8 @@ class _Vet:
                                                  self.draws_on, self.sets_kept, self.hold)
             reference.put(self.dev, shared)
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
-            values = self.values = PerVet(shared.values, Draws(draw, self.own_keys, ahead=0 if self.hold.tight else 2),
-                                       self.own_keys)
+            values = self.values = PerVet(shared.values, _drawn_ahead(Draws(draw, self.own_keys), self.hold),
+                                          self.own_keys)
             refs64 = PerVet(shared.refs64, _Lazy(reference_of), self.own_keys)
         # now, while the worker starts; within --timeout, as everything the judge does for a vet
         _within(self.t_start + self.timeout, self.timeout, prob.path or prob.name, "its float64 references",
@@ -384,6 +382,14 @@ class _Vet:
             waived=tuple(sorted(waived, key=str)),
             candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
             library_policy=policy.to_json())
+
+
+def _drawn_ahead(values, hold: sizes.Holding):
+    """`values`, its draws started none ahead of use under a tight holding (the host barely holds
+    the problem's sets)."""
+    if hold.tight and isinstance(values, Draws):
+        values.ahead = 0
+    return values
 
 
 def _sets_fit_on(dev: torch.device, model, prob: Problem) -> bool:
