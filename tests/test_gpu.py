@@ -7,10 +7,10 @@ the streams check (hidden work caught, honest and synced side streams not).
 
 import pytest
 
-from kernelvet import load_problem
+from kernelvet import load_problem, vet
 from kernelvet.ids import CheckId
 from kernelvet.practice import by_name, entries
-from kernelvet.report import Status
+from kernelvet.report import Status, Verdict
 
 from .matrix import ablatable, assert_passes, assert_rejected, assert_waiving_lets_it_through, vet_entry
 
@@ -116,3 +116,29 @@ def test_a_small_problem_is_judged_on_the_host_and_the_judge_starts_no_cuda():
     assert lines["big"] == ["pass", "cuda:0", "True"] and lines["again"] == ["pass", "cuda:0"], lines
     import torch
     assert " ".join(name) == torch.cuda.get_device_name(0), lines
+
+
+HOST_WORK_THEN_MM = '''
+import time
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        t = time.perf_counter()
+        while time.perf_counter() - t < 1e-3:   # a millisecond of the host's work inside the call
+            pass
+        return torch.mm(A, B)
+'''
+
+
+def test_host_work_inside_the_call_is_timed(write):
+    """A call whose host is slower than its device work is timed at the host's pace, as do_bench
+    times it: no spin before its reps hides the millisecond it spends on the host, and the
+    judge's clock agrees with the reported time."""
+    report = vet(write("host_work.py", HOST_WORK_THEN_MM), load_problem("matmul", (256, 256, 256)),
+                 device="cuda", library_policy="off", prepare_next=False)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert report.timing.median_ms >= 0.8 and "host-bound" in report.timing.method, report.timing
+    assert report.finding(CheckId.TIMERS).status is Status.PASS

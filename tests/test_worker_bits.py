@@ -32,43 +32,58 @@ def test_nan_payloads_and_signed_zeros_differ():
     assert not bool(_bits_differ(BOUND, a, a.clone()))
 
 
-def test_the_lead_before_a_timed_rep_outlasts_the_launch_and_is_bounded():
-    """The spin queued before a rep's start event: longer than most warm-up launches took on the
-    host (so launch latency is not inside the window), never longer than LEAD_MAX_S."""
+def test_the_lead_outlasts_what_the_host_queues_and_is_bounded():
+    """A spin longer than most of what the host took to queue (with a margin), never longer than
+    LEAD_MAX_S."""
     from kernelvet.worker import _Reps
     launches = [55e-6] * 90 + [80e-6] * 10
     lead = _Reps.lead_for(launches)
     assert lead > 55e-6 * 1.2 and lead < 200e-6
     assert _Reps.lead_for([]) == 0.0
-    assert _Reps.lead_for([0.5] * 10) == _Reps.LEAD_MAX_S   # a call that waits on the device itself
+    assert _Reps.lead_for([0.5] * 10) == _Reps.LEAD_MAX_S
 
 
-def _rehearsed(rep_s: float, device: str, call_lead_s: float = 30e-6):
-    """A `_Reps` whose whole rep takes `rep_s` of host time (the device steps stubbed out), after
-    `rehearse`."""
-    import time
+def _rehearsed(harness_s: float, call_s: float, device_s: float, device: str = "cuda"):
+    """A `_Reps` after `rehearse`, its device steps stubbed out and its host clock stepped by
+    them: the harness's own host work per rep takes `harness_s`, queueing the call `call_s`, the
+    call's device work `device_s`, a flush 64 us."""
     import types
     from kernelvet.worker import _Reps
-    worker = types.SimpleNamespace(device=torch.device(device), bound=BOUND, _sync=lambda: None)
+    now = [0.0]
+
+    def spend(s):
+        now[0] += s
+    bound = types.SimpleNamespace(pc=lambda: now[0], ev_record=lambda e: None, ev_elapsed=lambda a, b: device_s * 1e3)
+    worker = types.SimpleNamespace(device=torch.device(device), bound=bound, _sync=lambda: None)
     rec = _Reps.__new__(_Reps)
-    rec.w, rec.cuda, rec.lead_s, rec._one = worker, device == "cuda", call_lead_s, (None, None)
+    rec.w, rec.cuda, rec.lead_s, rec._one, rec.host_bound = worker, device == "cuda", 30e-6, (None, None), False
     rec.queued = []
-    rec._call_between = lambda s, start, end: (rec.queued.append(s), time.sleep(rep_s))
+    rec._before_call = lambda s, lead=False: (rec.queued.append(s), spend(harness_s))[0] or []
+    rec._call = lambda s, inputs: spend(call_s)
     rec._check_guards = lambda s: None
+    rec._flush_s = lambda: 64e-6
     rec.rehearse([7, 8, 9])
     return rec
 
 
-def test_the_lead_covers_the_host_queueing_a_whole_rep():
-    """CUDA: untimed rehearsal reps measure how long the host takes to queue a whole rep (paint,
-    flush, events, the call, the guard check), and the lead grows to cover it, so the device
-    never waits for the host between timed reps; never beyond LEAD_MAX_S, never below the call's."""
+def test_a_device_bound_call_gets_a_lead_covering_a_whole_rep():
+    """CUDA: the host queues the call faster than the device runs it, so under do_bench the queue
+    deepens; the lead covers the whole rep (harness and call), never beyond LEAD_MAX_S."""
     from kernelvet.worker import _Reps
-    rec = _rehearsed(400e-6, "cuda")
-    assert rec.lead_s >= 1.25 * 400e-6 and rec.queued == [7, 8, 9, 7, 8, 9][:_Reps.REHEARSALS]
-    assert _rehearsed(5e-3, "cuda").lead_s == _Reps.LEAD_MAX_S
-    assert _rehearsed(0.0, "cuda", call_lead_s=1.5e-3).lead_s == 1.5e-3
-    cpu = _rehearsed(400e-6, "cpu")
+    rec = _rehearsed(300e-6, 100e-6, 1e-3)
+    assert not rec.host_bound and rec.lead_s >= 1.25 * 400e-6
+    launch_bound = _rehearsed(200e-6, 55e-6, 13e-6)   # a Triton launch: queued within the flush and the kernel
+    assert not launch_bound.host_bound and launch_bound.lead_s >= 1.25 * 255e-6
+    assert rec.queued == [7, 8, 9, 7, 8, 9][:_Reps.REHEARSALS]
+    assert _rehearsed(3e-3, 1e-3, 10e-3).lead_s == _Reps.LEAD_MAX_S
+
+
+def test_a_host_bound_call_gets_no_lead_to_hide_its_host_time():
+    """Queueing the call takes the host longer than the device runs it (threads, many launches,
+    work on the host): under do_bench its host time shows in the events, so no spin covers it."""
+    rec = _rehearsed(300e-6, 1.5e-3, 0.2e-3)
+    assert rec.host_bound and rec.lead_s == 0.0
+    cpu = _rehearsed(300e-6, 1.5e-3, 0.2e-3, device="cpu")
     assert cpu.queued == [] and cpu.lead_s == 30e-6   # no device to keep busy: nothing rehearsed
 
 

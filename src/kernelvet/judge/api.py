@@ -367,7 +367,9 @@ class _Vet:
         timing = None
         if ev.timing and ev.timing.get("times_ms"):
             timing = Timing(
-                method=("cuda-events-per-rep, queued as do_bench's, L2 flushed" if dev.type == "cuda"
+                method=("cuda-events-per-rep, queued as do_bench's, L2 flushed"
+                        + ("; host-bound: no spin before its reps, timed at the host's pace"
+                           if ev.timing.get("host_bound") else "") if dev.type == "cuda"
                         else "host perf_counter per rep"),
                 raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
                 flops=flops, bytes_moved=bytes_moved,

@@ -37,11 +37,15 @@ class _Reps:
     verified, not only those of a separate pass).
 
     CUDA, the reported clock: reps are queued as `triton.testing.do_bench` queues them, with no
-    host sync between them, and the device never waits for the host: each rep's spin (the lead,
-    sized in `rehearse`) lasts longer than the host takes to queue a whole rep, so the events
-    time the device work and not the host's launch path (a Triton launch costs ~55 us of host
-    time against a 13 us kernel on an H200), and the kernel runs with work queued behind it, as
-    under do_bench. Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or
+    host sync between them. Under do_bench a call whose host queues it within the device's time
+    for the flush and the call runs with work queued behind it, its launches hidden; a call whose
+    host is slower (many small launches, threads, work on the host) is timed at the host's pace,
+    less the flush's head start.
+    So (`rehearse`): a device-bound call gets a lead, a spin before each rep longer than the host
+    takes to queue a whole rep (the harness's own work per rep, ~200 us on the H200, would
+    otherwise idle the device where do_bench's queue deepens); a host-bound call gets none, and its
+    host time shows in the events as it would under do_bench: a lead there would hide up to its
+    length of the call's host work per rep. Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or
     OUTPUTS_HELD_BYTES of outputs, a device-wide sync; then the events are read and the outputs
     checked, as the caller would see them after a sync. The guard bands are checked on the device
     in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
@@ -62,6 +66,7 @@ class _Reps:
         self.cuda = worker.device.type == "cuda"
         self.sync_every = sync_every
         self.lead_s = lead_s if self.cuda else 0.0
+        self.host_bound = False   # `rehearse`: the host queues the call slower than the device runs it
         # CPU: before each rep, one parallel op of the harness's own, so that the intra-op thread
         # pool is awake when the call starts. The unseen rep of a pair is the first of its request,
         # after the worker slept in recv: on a busy host its sleeping pool took 8-16 ms (whole
@@ -94,19 +99,20 @@ class _Reps:
             self._nothing = worker.bound.zeros((), dtype=torch.int64, device=worker.device)   # null_rep's addend
 
     def _before_call(self, s: int, lead: bool = False) -> list:
-        """What every rep does before its clock starts: inputs read (pages mapped and TLB warm, seen
-        and unseen sets alike), the allocator's blocks and the output buffer painted, the lead
-        spin (CUDA, if asked), L2 flushed. The flush comes last, right before the start event, as
-        in do_bench: what the kernel meets in L2 is a flush's aftermath, not a spin's idle."""
+        """What every rep does before its clock starts: the lead spin (CUDA, if asked: first, so
+        that it covers the host's work of this rep), inputs read (pages mapped and TLB warm, seen
+        and unseen sets alike), the allocator's blocks and the output buffer painted, L2 flushed.
+        The flush comes last, right before the start event, as in do_bench: what the kernel meets
+        in L2 is a flush's aftermath, not a spin's idle."""
         w, bound = self.w, self.w.bound
+        if self.cuda and lead and self.lead_s:
+            w._spin(self.lead_s)
         inputs = w.sets[s]
         for x in inputs:
             if isinstance(x, torch.Tensor):
                 bound.clone(x)
         w._paint_for_call(s)
         if self.cuda:
-            if lead and self.lead_s:
-                w._spin(self.lead_s)
             bound.zero_(w.flush_buf)
         elif self.wake_pool:
             bound.add_(w.pool_wake, 1.0)   # see wake_pool
@@ -114,39 +120,58 @@ class _Reps:
 
     @classmethod
     def lead_for(cls, host_s: list[float]) -> float:
-        """How long the spin before a rep's flush keeps the device busy: longer than the host takes
-        (90th percentile, with a margin) to queue what must be queued by then (the call; after
-        `rehearse`, a whole rep), so that the start event completes only once the call's work is
-        already queued behind it. The L2 flush gives some of that (~70 us on an H200); a slow
-        launch path, a busy host or a sandbox would otherwise put launch latency inside the
-        window, and make the time depend on the host's speed (do_bench relies on the flush alone)."""
+        """A spin longer than the host takes (90th percentile, with a margin) to queue what must be
+        queued by the time it ends, at most LEAD_MAX_S."""
         if not host_s:
             return 0.0
-        p90 = sorted(host_s)[int(0.9 * (len(host_s) - 1))]
-        return min(1.25 * p90 + 10e-6, cls.LEAD_MAX_S)
+        return min(1.25 * _p90(host_s) + 10e-6, cls.LEAD_MAX_S)
 
     def rehearse(self, sets: list[int]) -> None:
-        """A few whole reps, untimed, each from an idle device: how long the host takes to queue
-        one rep (inputs read, paint, spin, flush, events, the call, guard check). The lead then
-        covers a whole rep, not only the call: the device always has more queued work than the
-        host needs to queue the next rep, so it never idles between timed reps and the queue
-        deepens, as under do_bench (whose host queues a rep in ~15-50 us against ~80 us of flush
-        and kernel). On the H200 kernelvet's host needed ~200 us per rep, and a device that
-        waited for it before each rep read a launch-bound torch.mm 5-10% under do_bench."""
+        """A few whole reps, untimed, each from an idle device and with the warm-up's lead (which
+        covers the call's launches), decide the lead of the timed reps: how long the host takes to
+        queue the call, and to queue a whole rep (spin, inputs read, paint, flush, events, the
+        call, guard check), against the device time of the flush and the call. A device-bound
+        call (its host queues it within that time: a Triton launch of ~55 us of host time against
+        a 13 us kernel and a 64 us flush on the H200) gets a lead covering a whole rep: the device always
+        has more queued work than the host needs to queue the next rep, and the queue deepens, as
+        under do_bench (on the H200 kernelvet's host needed ~200 us per rep, and a device that
+        waited for it before each rep read a launch-bound torch.mm 5-10% off do_bench). A
+        host-bound call gets none: as under do_bench, only the flush runs while its launches are
+        queued, and the events read the host's pace."""
         if not self.cuda:
             return
-        w, bound, host_s = self.w, self.w.bound, []
+        w, bound = self.w, self.w.bound
+        start, end = self._one
+        whole, call, device = [], [], []
         for k in range(self.REHEARSALS):
             s = sets[k % len(sets)]
             w._sync()
             t0 = bound.pc()
-            out = self._call_between(s, *self._one)
+            inputs = self._before_call(s, lead=True)
+            bound.ev_record(start)
+            t1 = bound.pc()
+            out = self._call(s, inputs)
+            call.append(bound.pc() - t1)
+            bound.ev_record(end)
             self._check_guards(s)
             if type(out) is torch.Tensor and out.numel():   # as `_own_copy` reads it in every rep
                 bound.storage(out).data_ptr()
-            host_s.append(bound.pc() - t0)
+            whole.append(bound.pc() - t0)
+            w._sync()
+            device.append(bound.ev_elapsed(start, end) / 1e3)
+        self.host_bound = _p90(call) > sorted(device)[len(device) // 2] + self._flush_s()
+        self.lead_s = 0.0 if self.host_bound else self.lead_for(whole)
+
+    def _flush_s(self) -> float:
+        """Device time of one L2 flush: the head start do_bench's flush gives a call's launches."""
+        w, bound = self.w, self.w.bound
+        start, end = self._one
+        bound.ev_record(start)
+        for _ in range(4):
+            bound.zero_(w.flush_buf)
+        bound.ev_record(end)
         w._sync()
-        self.lead_s = max(self.lead_s, self.lead_for(host_s))
+        return bound.ev_elapsed(start, end) / 4e3
 
     def _call_between(self, s: int, start, end, lead: bool = True):
         """One call on set `s` between two events on the caller's stream (CUDA), the device kept
@@ -333,6 +358,10 @@ class _Reps:
         t0 = bound.pc()
         bound.cuda_sync()
         return (bound.pc() - t0) * 1e3
+
+
+def _p90(xs: list[float]) -> float:
+    return sorted(xs)[int(0.9 * (len(xs) - 1))]
 
 
 _UNCHECKED = object()   # a queued output the candidate overwrote by reusing its storage

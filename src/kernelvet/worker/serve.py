@@ -460,7 +460,8 @@ class Worker:
             null_drains = rec.null_drains
         body = {"times_ms": rec.times, "drain_ms": rec.drains, "synced_ms": rec.synced, "null_drain_ms": null_drains,
                 "order": rec.order, "unseen_pairs": rec.pairs, "non_tensor": rec.non_tensor,
-                "warmup_calls": i, "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
+                "warmup_calls": i, "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3,
+                "host_bound": rec.host_bound, "unseen_in_place": rec.in_place,
                 **rec.verdicts()}
         return "timed", body, [codec.to_blob(rec.first[s], device_ok=True) for s in sorted(rec.first)]
 
