@@ -131,8 +131,8 @@ class _Reps:
         covers the call's launches), decide the lead of the timed reps: how long the host takes to
         queue the call, and to queue a whole rep (spin, inputs read, paint, flush, events, the
         call, guard check), against the device time of the flush and the call. A device-bound
-        call (its host queues it within that time: a Triton launch of ~55 us of host time against
-        a 13 us kernel and a 64 us flush on the H200) gets a lead covering a whole rep: the device always
+        call (its host usually queues it within that time: a Triton launch of ~55 us of host time
+        against a 13 us kernel and a 64 us flush on the H200) gets a lead covering a whole rep: the device always
         has more queued work than the host needs to queue the next rep, and the queue deepens, as
         under do_bench (on the H200 kernelvet's host needed ~200 us per rep, and a device that
         waited for it before each rep read a launch-bound torch.mm 5-10% off do_bench). A
@@ -159,7 +159,7 @@ class _Reps:
             whole.append(bound.pc() - t0)
             w._sync()
             device.append(bound.ev_elapsed(start, end) / 1e3)
-        self.host_bound = _p90(call) > sorted(device)[len(device) // 2] + self._flush_s()
+        self.host_bound = _median(call) > _median(device) + self._flush_s()
         self.lead_s = 0.0 if self.host_bound else self.lead_for(whole)
 
     def _flush_s(self) -> float:
@@ -362,6 +362,10 @@ class _Reps:
 
 def _p90(xs: list[float]) -> float:
     return sorted(xs)[int(0.9 * (len(xs) - 1))]
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
 
 
 _UNCHECKED = object()   # a queued output the candidate overwrote by reusing its storage
