@@ -46,19 +46,19 @@ def _all_integers(t: torch.Tensor) -> bool:
 
 
 def _fresh(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    v = t.to(torch.float64)
-    noise = torch.randn(v.shape, generator=gen, dtype=torch.float64)
-    spread = v.std().item() if v.numel() > 1 else 0.0
+    """New values of `t`'s scale, drawn in float32 (float64 for a float64 tensor) and scaled in
+    place: a 8192 x 8192 Linear took 5 s of the judge's host drawing and scaling in float64, with
+    two temporaries of twice its size. The CPU's reductions accumulate float32 in double."""
+    dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
+    std, mean = torch.std_mean(t) if t.numel() > 1 else (torch.zeros(()), t.reshape(-1)[0])
+    spread = float(std)
     if spread > 0:
-        new = v.mean() + spread * noise
-    else:
-        c = v.reshape(-1)[0].item()
-        if c == 0:
-            new = ZERO_SPREAD * noise
-        else:   # a constant (ones of a norm's weight, a variance): keep its sign and order
-            u = torch.rand(v.shape, generator=gen, dtype=torch.float64)
-            new = c * (0.5 + u)
-    return new.to(t.dtype)
+        return torch.randn(t.shape, generator=gen, dtype=dtype).mul_(spread).add_(float(mean))
+    c = float(t.reshape(-1)[0])
+    if c == 0:
+        return torch.randn(t.shape, generator=gen, dtype=dtype).mul_(ZERO_SPREAD)
+    # a constant (ones of a norm's weight, a variance): keep its sign and order
+    return torch.rand(t.shape, generator=gen, dtype=dtype).add_(0.5).mul_(c)
 
 
 def hand_over(model, state: list[tuple[str, torch.Tensor]], reference: bool) -> dict:

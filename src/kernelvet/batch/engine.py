@@ -101,13 +101,13 @@ class LocalEngine:
         self._launcher = None
 
     def start(self) -> None:
-        """The launcher and the judge warmed up (its CUDA context, so it judges on the device, as
-        `kernelvet serve` does), and the first worker asked to get ready."""
+        """The launcher, the first worker asked to get ready, and the judge warmed up meanwhile
+        (its CUDA context, so it judges on the device, as `kernelvet serve` does)."""
         from .. import cli, devices, judge
         devices.resolve(self.options.device)   # a bad --device: exit 2 before anything starts
         self._launcher = cli._launcher(self.options.sandbox)
+        judge.prepare(self._launcher, self.options.device)   # its device starts while the judge warms
         judge.warm_judge(self.options.device)
-        judge.prepare(self._launcher, self.options.device)
 
     def run(self, groups: Iterable[ProblemGroup]) -> Iterator[Record]:
         if self._launcher is None:

@@ -8,6 +8,7 @@ import torch
 from .. import devices, metrics
 from ..errors import UsageError
 from ..problem import reference64
+from .reference import _flops_in_float64, _flops_on_meta
 
 
 # A CUDA problem this small is judged on the host (float64 references, comparisons) by a judge
@@ -51,6 +52,10 @@ def warm_judge(device: str = "auto", flops: float | None = None) -> None:
         metrics.poison_count(out, (metrics.nan_poison_word(dtype, 1),))
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
+    # the first FLOP count on the meta device loads torch's meta kernels (~1.4 s on a 2-core host)
+    linear, x = torch.nn.Linear(4, 4), [torch.ones(2, 4)]
+    _flops_on_meta(linear, x)
+    _flops_in_float64(linear, x)
 
 
 # One input set of more bytes than this is drawn by the CUDA device's generator (Problem.draw_inputs).
