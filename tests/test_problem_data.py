@@ -318,6 +318,23 @@ def test_redraw_keeps_the_scale_and_leaves_masks():
     assert torch.equal(again.fc.weight, m.fc.weight)   # one seed, one set of weights
 
 
+
+def test_redraw_of_a_big_weight_is_the_same_whatever_its_threads_do():
+    """Drawn in chunks on several threads, each chunk by a generator of its own: one seed, one
+    set of values, of the module's scale, differing from chunk to chunk."""
+    from kernelvet import weights
+    torch.manual_seed(0)
+    m = torch.nn.Linear(2048, 2100, bias=False)
+    assert m.weight.numel() > weights.CHUNK
+    w0 = m.weight.detach().clone()
+    first = weights.redraw(m, 7)[0][1]
+    m.weight.data.copy_(w0)
+    again = weights.redraw(m, 7)[0][1]
+    assert torch.equal(first, again) and torch.equal(m.weight, again)
+    assert abs(first.std().item() / w0.std().item() - 1) < 0.01
+    head, tail = first.view(-1)[:1000], first.view(-1)[weights.CHUNK:weights.CHUNK + 1000]
+    assert not torch.equal(head, tail)
+
 # -- outputs of any structure ----------------------------------------------------------------
 
 MAX_WITH_INDICES = problem("v, i = torch.max(xs[0], dim=1)\n        return v, i", "return [torch.randn(16, 32)]")
