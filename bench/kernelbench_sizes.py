@@ -15,6 +15,8 @@ estimate of a vet's device memory kernelvet used to refuse problems by (`sizes.P
 device_need`: 10 input sets, 16 float64 outputs, the weights twice), the footprint of the plan a
 vet of that problem now follows on the device and on the host (`sizes.footprint`, under the
 holding `sizes.holding` chooses for the device), and whether that fits an H200 (device, host).
+Where no holding fits, the reference's float64 forward on two rows of values drawn for those shapes
+says whether its references may be made in slices of rows (`batch_rows` in sizes.json).
 `--out DIR` writes sizes.json (every number) and sizes.md (the table).
 """
 
@@ -183,7 +185,8 @@ def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTE
     if sh.error:
         return out
     size = sh.size()
-    hold = sizes.holding(size, device_bytes, host_bytes)
+    rows = []   # the rows it may be cut into, asked only where nothing leaner fits
+    hold = sizes.holding(size, device_bytes, host_bytes, rows=lambda: rows.append(_rows(path)) or rows[-1])
     foot = sizes.footprint(size, hold)
     full = sizes.footprint(size, sizes.Holding())   # what the plan held before it had a lean holding
     out.update({
@@ -193,7 +196,7 @@ def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTE
         "output64_bytes": size.output_bytes, "weight_bytes": size.weight_bytes,
         "forward_peak_bytes": sh.forward_peak, "forward_peak64_bytes": sh.forward_peak64,
         "old_estimate_bytes": size.device_need(),
-        "holding": dataclasses.asdict(hold),
+        "holding": dataclasses.asdict(hold), "batch_rows": rows[0] if rows else None,
         "device_bytes": foot.device, "host_bytes": foot.host,
         "device_terms": foot.device_terms, "host_terms": foot.host_terms,
         "reference_alone_bytes": sizes.reference_alone(size),
@@ -204,6 +207,19 @@ def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTE
         "comfortable": sizes.reference_alone(size) <= device_bytes // 2,
     })
     return out
+
+
+def _rows(path: str) -> int:
+    """The rows the reference's batch may be cut into (judge.row_slices.batch_rows, on two rows of
+    values drawn in [0, 1) for get_inputs()'s shapes, in float64 on the host); 1 where it may not."""
+    from kernelvet.judge.row_slices import batch_rows
+    from kernelvet.problem import load_problem
+    try:
+        prob = load_problem(path)
+        shapes = prob.meta_inputs()
+        return batch_rows(prob.build_model(prob.init_inputs(), 0), shapes, torch.device("cpu")) if shapes else 1
+    except Exception:  # noqa: BLE001 - a problem that cannot be built here: made whole
+        return 1
 
 
 def _gib(n) -> str:

@@ -165,16 +165,21 @@ class Holding:
     device to the worker. `tight` (judged on the host, for outputs of float32 or narrower): the float64
     references are kept rounded to float32, half their memory (a relative error of at most 6e-8
     beside tolerances of 5e-5 and up; metrics compare in float64 all the same), and no input set
-    is drawn ahead of its use."""
+    is drawn ahead of its use. `reference_slices` (a tight holding of a reference whose rows are
+    independent, judge/row_slices.py): each float64 reference made that many slices of rows at a
+    time, each slice kept where the checks compare as it is made."""
 
     lean: bool = False
     judge_on_host: bool = False
     output_itemsize: int = 0   # the reference's output dtype's, from the shape-only run (0: not known)
     sets_on_device: bool = False   # the judge keeps its input sets on the device that drew them
     tight: bool = False
+    reference_slices: int = 1
 
     def describe(self) -> str:
         where = ", sets kept on the device" if self.sets_on_device else ""
+        if self.reference_slices > 1:
+            where = f", references made in {self.reference_slices} slices of rows" + where
         if not self.lean:
             return "full" + where
         if self.tight:
@@ -219,7 +224,8 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
         "worker weights": w,
         "worker flush buffer": plan.flush_bytes,
         # the float64 reference being made: weights and inputs in float64, the forward's intermediates
-        "reference64 in the making": 2 * w + 3 * s + max(size.forward_bytes64, o64),
+        # (of one slice of rows, where it is made in slices)
+        "reference64 in the making": 2 * w + -(-(3 * s + max(size.forward_bytes64, o64)) // hold.reference_slices),
     }
     host = {
         # + two drawn ahead (none when tight), one in use
@@ -251,15 +257,30 @@ HEADROOM = 0.9   # of a memory, what a vet may plan to fill (the allocator's fra
 
 
 def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
-            plan: PlanCounts = PlanCounts(), judge_device: bool = True) -> Holding:
+            plan: PlanCounts = PlanCounts(), judge_device: bool = True, rows=None) -> Holding:
     """The leanest-needed holding that fits: the full plan if it fits both memories, else lean,
-    else lean with the judge's references and outputs on the host, else that, tight (whichever
-    fits, in that order; the last one when none does, for `fits` to name)."""
-    for hold in HOLDINGS:
+    else lean with the judge's references and outputs on the host, else that, tight; else, for a
+    reference whose rows may be cut (`rows()`: how many; asked only then), that with its
+    references made in 2, 4, ... slices of rows (whichever fits first, in that order). When none
+    does: the fewest slices that fit the memory the reference is made in, if any, else the tight
+    holding, for `fits` to name."""
+    def fit(hold):
         fp = footprint(size, hold, plan, judge_device)
-        if (not device_bytes or fp.device <= HEADROOM * device_bytes) and (not host_bytes or fp.host <= HEADROOM * host_bytes):
+        return (not device_bytes or fp.device <= HEADROOM * device_bytes,
+                not host_bytes or fp.host <= HEADROOM * host_bytes)
+    for hold in HOLDINGS:
+        if all(fit(hold)):
             return hold
-    return hold
+    batch, k, made_fits = rows() if rows is not None else 1, 2, None
+    while k < 2 * batch:
+        sliced = dataclasses.replace(hold, reference_slices=min(k, batch))
+        fits_device, fits_host = fit(sliced)
+        if fits_device and fits_host:
+            return sliced
+        if made_fits is None and (fits_device if judge_device else fits_host):
+            made_fits = sliced
+        k *= 2
+    return made_fits or hold
 
 
 def with_sets_on_device(size: ProblemSize, hold: Holding, device_bytes: int | None, host_bytes: int | None,
@@ -340,12 +361,12 @@ def memories(dev: torch.device) -> tuple[int | None, int | None]:
 
 
 def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_device: bool,
-                sets_on_device: bool = False) -> Holding:
+                sets_on_device: bool = False, rows=None) -> Holding:
     """The holding a vet on `dev` follows (the judge calls this before any float64 reference): the
     full plan for a problem that fits it, else the leanest needed. On the CPU the worker's "device"
     is its share of the host (containment.default_mem_bytes: half of it). A small CUDA problem,
     judged on the host, is never lean; a problem whose size the meta device cannot tell keeps the
-    full plan."""
+    full plan. `rows`: how many slices of rows the reference may be made in (`holding`)."""
     if dev.type == "cuda" and not judge_device:
         return Holding()
     size = shape_only(model, inputs)
@@ -356,7 +377,7 @@ def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_d
         device_bytes = host_bytes // 2 if host_bytes else None
     plan = PlanCounts() if dev.type == "cuda" else PlanCounts(controls=PlanCounts.unseen)
     judge_device = judge_device and dev.type == "cuda"
-    hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device)
+    hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device, rows=rows)
     if sets_on_device and dev.type == "cuda":   # sets the device drew, kept there if they fit
         hold = with_sets_on_device(size, hold, device_bytes, host_bytes, plan, judge_device)
     return dataclasses.replace(hold, output_itemsize=size.output_itemsize)

@@ -30,6 +30,7 @@ from .placement import _judged_on, draws_on
 from .plan import Plan
 from .policy import _BELOW_DISPATCHER, _library_policy, _parse_allow
 from .reference import _Lazy, _check_inputs_vary, _count_flops, _derived_seed, _min_bytes, _run_reference, _within
+from .row_slices import batch_rows, reference64_in_slices
 from .settings import LOOP_ATTEMPTS, Settings, UNSEEN_AGAIN, _LOOP, _OVERWRITE, _PROBE, _UNSEEN_AGAIN, _WARMUP
 from .versions import _versions
 
@@ -236,7 +237,9 @@ class _Vet:
             else (shared.judged_on, None)
         # A big problem: what the judge and the worker hold, and where (sizes.py, holding)
         # (the problem's first vet decides it, from one shape-only run; later ones share it)
-        self.hold = dataclasses.replace(sizes.holding_for(model, values[fresh[0]], dev, judged_on.type == "cuda"),
+        sample = values[fresh[0]]
+        self.hold = dataclasses.replace(sizes.holding_for(model, sample, dev, judged_on.type == "cuda",
+                                                          rows=lambda: batch_rows(model, sample, dev)),
                                         sets_on_device=keep) if shared is None or shared.hold is None else shared.hold
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
         _drawn_ahead(values, self.hold)
@@ -250,9 +253,14 @@ class _Vet:
             self.prob, self.model, self.judged_on, self.keys.fresh, self.shared, self.reference
         values = self.values   # the sets reference_of reads: this vet's own too, once they are added
 
+        hold = self.hold
+
         def reference_of(k):   # a shared reference keeps it: it refers to no more of this vet than that
             try:
-                return _moved(reference64(model, values[k], self.made_on), judged_on, self.hold.reference_dtype())
+                if hold.reference_slices > 1:
+                    return reference64_in_slices(model, values[k], self.made_on, hold.reference_slices, judged_on,
+                                                 hold.reference_dtype())
+                return _moved(reference64(model, values[k], self.made_on), judged_on, hold.reference_dtype())
             except (UsageError, HarnessError):
                 raise
             except Exception as exc:
@@ -398,7 +406,8 @@ def _sets_fit_on(dev: torch.device, model, prob: Problem) -> bool:
     """Whether the plan fits `dev` with the judge's input sets kept there (sizes.holding_for, on
     the shapes of one set: decided before the first draw)."""
     shapes = prob.meta_inputs()
-    return shapes is not None and sizes.holding_for(model, shapes, dev, True, sets_on_device=True).sets_on_device
+    return shapes is not None and sizes.holding_for(model, shapes, dev, True, sets_on_device=True,
+                                                    rows=lambda: batch_rows(model, shapes, dev)).sets_on_device
 
 
 def _poison(rng: random.Random, out_dtype) -> tuple[dict, tuple]:
