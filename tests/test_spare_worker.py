@@ -112,3 +112,56 @@ def test_the_device_the_cli_starts_a_spare_for_before_it_has_torch(monkeypatch, 
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert spares.guess_device(device) == want
+
+
+def test_a_spare_started_during_a_vet_is_ready_before_its_clocks_and_taken_by_the_next():
+    """start_early forks the next worker on a thread; ready() waits for it and reads its `prepared`
+    answer ahead (nothing of its start-up runs once the clocks do); the next vet takes it, the
+    answer kept; a second start_early while one is there starts nothing."""
+    launcher = spawn.shared_launcher()
+    spares.wait_after_vet(launcher)
+    spares._spares.pop(id(launcher), None)
+    assert spares.start_early(launcher, "cpu", 2.0)
+    assert not spares.start_early(launcher, "cpu", 2.0)   # one is coming
+    spares.ready(launcher)
+    w = spares._spares[id(launcher)][0]
+    assert w.unread == 0 and w.prepared is not None and w.prepared.type == "prepared"
+    assert not spares.start_early(launcher, "cpu", 2.0)   # one is there
+    spares.after_vet(launcher, None, "cpu", 2.0, prepare_next=True)   # keeps it: no second spare
+    with _taken(launcher) as taken:
+        assert taken.pid == w.pid
+        assert taken.take_prepared().type == "prepared" and taken.prepared is None
+        assert taken.request("integrity").type == "state"
+
+
+def test_an_early_spare_left_unwaited_by_a_vet_that_stopped_early_is_the_next_vets():
+    launcher = spawn.shared_launcher()
+    spares.wait_after_vet(launcher)
+    spares._spares.pop(id(launcher), None)
+    assert spares.start_early(launcher, "cpu", 2.0)
+    spares.after_vet(launcher, None, "cpu", 2.0, prepare_next=True)   # the vet ended before its clocks
+    with _taken(launcher) as w:
+        assert id(launcher) not in spares._early and id(launcher) not in spares._spares
+        assert w.unread == 1 and w.take_prepared().type == "prepared"
+        assert w.request("integrity").type == "state"
+    with _taken(launcher) as fresh:   # that one was the only spare
+        assert fresh.pid != w.pid and fresh.take_prepared().type == "prepared"
+
+
+def test_vets_with_early_spares_wait_for_them_before_their_clocks_and_judge_as_before(tmp_path):
+    from kernelvet import vet
+    from kernelvet.report import Verdict
+    from .test_problem_data import QUICK, as_candidate, problem, write
+    text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]", head="")
+    ref = write(tmp_path, "affine.py", "import torch\n" + text)
+    honest = write(tmp_path, "h.py", "import torch\n" + as_candidate(text))
+    zeros = write(tmp_path, "z.py", "import torch\n" + as_candidate(text, "return torch.zeros_like(xs[0])"))
+    launcher = spawn.shared_launcher()
+    allow = ["library-call", "timers"]   # microsecond calls on a busy host: the data checks decide
+    first = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, launcher=launcher)
+    second = vet(zeros, ref, device="cpu", settings=QUICK, allow=allow, launcher=launcher)
+    third = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, launcher=launcher, prepare_next=False)
+    assert first.verdict is Verdict.PASS and third.verdict is Verdict.PASS, [f.summary for f in third.failed]
+    assert second.verdict is Verdict.REJECT
+    assert "spare-wait" in first.phases_s and "spare-wait" not in second.phases_s   # stopped before its clocks
+    assert "spare-wait" not in third.phases_s   # no next vet

@@ -302,6 +302,7 @@ class WorkerHandle:
         self.transfers = "host"
         self._greeted = False
         self._pending: list[str] = []   # requests sent by `send_only` whose answers are unread, in order
+        self.prepared: protocol.Message | None = None   # its `prepare` answer, read ahead (`read_prepared`)
         self._round_trips: dict[str, list] = {}
 
     def request(self, type_: str, body: dict | None = None, tensors=(), *, timeout: float | None = None,
@@ -472,6 +473,16 @@ class WorkerHandle:
             reason = f"the worker exited with status {code}"
         self.ended = WorkerEnded(reason, code)
         raise self.ended
+
+    def read_prepared(self, timeout: float) -> None:
+        """Read its `prepare` answer now, if still unread, and keep it for `take_prepared`."""
+        if self.prepared is None and self._pending[:1] == ["prepare"]:
+            self.prepared = self.request(None, timeout=timeout)
+
+    def take_prepared(self) -> protocol.Message:
+        """Its `prepare` answer: the one read ahead, else read now."""
+        msg, self.prepared = self.prepared, None
+        return msg if msg is not None else self.request(None)
 
     @property
     def unread(self) -> int:

@@ -101,7 +101,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         v.problem_side()
         v.reference_run(price_nulls=CheckId.TIMERS not in waived)
         v.gather_evidence(source, policy, waived)
-        v.run_candidate(entry, waived, audit)
+        v.run_candidate(entry, waived, audit, prepare_next)
     finally:
         v.finish(prepare_next)
     return v.report(source_sha256, waived, policy)
@@ -339,12 +339,18 @@ class _Vet:
         ev.reused_output = self.settings.reused_output
         ev.extra["holding"] = dataclasses.asdict(self.hold)
 
-    def run_candidate(self, entry, waived, audit: str) -> None:
+    def run_candidate(self, entry, waived, audit: str, prepare_next: bool = False) -> None:
         keys, ev = self.keys, self.ev
         t0 = time.monotonic()
         self.w.deadline = time.monotonic() + self.timeout
+        # The next vet's worker starts now, its device start-up beside this candidate's import and
+        # checked calls, and is waited for before this vet's clocks; not for a problem the device
+        # barely holds (a lean holding), whose next worker starts as this one ends.
+        early = prepare_next and not self.hold.lean and spares.start_early(
+            self.launcher, str(self.dev), self.settings.flush_factor)
         plan = Plan.of(ev, self.w, self.values, keys.fresh, self.settings, unseen=keys.unseen, again=keys.again,
-                       waived=waived, audit_mode=audit, phases=self.phases)
+                       waived=waived, audit_mode=audit, phases=self.phases,
+                       before_clocks=self._spare_ready if early else None)
         self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
         self.phases["candidate"] = time.monotonic() - t0
         # Before the worker ends and the next one starts: judged on the host, the checks' last
@@ -354,6 +360,11 @@ class _Vet:
             ev.task_check = gpumode_check.own_check(self.prob.module, self.prob.spec["skeleton"], ev)
         self.findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
         self.phases["findings"] = time.monotonic() - t0
+
+    def _spare_ready(self) -> None:
+        t0 = time.monotonic()
+        spares.ready(self.launcher)
+        self.phases["spare-wait"] = time.monotonic() - t0
 
     def finish(self, prepare_next: bool) -> None:
         t0 = time.monotonic()

@@ -45,6 +45,7 @@ class Plan:
                                                             # inside the first request that uses it
     controls: dict = dataclasses.field(default_factory=dict)   # a control request's key -> its seen set
     released: set = dataclasses.field(default_factory=set)     # control keys the worker no longer holds
+    before_clocks: object = None   # run before the first device clock (the probe's, the timing's): a spare's start waited for
 
     def __post_init__(self):
         self.set_values = {k: k for k in [_WARMUP, *self.fresh, _PROBE, *self.unseen,
@@ -52,7 +53,8 @@ class Plan:
 
     @classmethod
     def of(cls, ev: Evidence, w, values, fresh, settings: Settings, **stages) -> Plan:
-        """The plan for `ev`'s candidate; `stages`: unseen, again, waived, audit_mode, phases."""
+        """The plan for `ev`'s candidate; `stages`: unseen, again, waived, audit_mode, phases,
+        before_clocks."""
         out_nbytes = ev.refs64[fresh[0]].numel() * torch.tensor([], dtype=ev.dtype).element_size()
         max_blob = ev.extra.get("message_limit") or max(1 << 20, 64 * out_nbytes)
         return cls(w, ev, fresh, settings, max_blob, values=values, out_nbytes=out_nbytes, **stages)
@@ -84,6 +86,12 @@ class Plan:
             self.ev.add_call("unseen" if s in unseen_keys else "timed", s,
                              self.set_values.get(s, s), {}, codec.from_blob(blob))
 
+    def clocks_next(self) -> None:
+        """Before the first device clock of the plan (and no-op after it): `before_clocks`, once."""
+        hook, self.before_clocks = self.before_clocks, None
+        if hook is not None:
+            hook()
+
     def stop_if_failed(self, after: str) -> bool:
         failed = _early_failure(self.ev, self.waived) if self.settings.early_exit else None
         if failed:
@@ -101,6 +109,7 @@ class Plan:
             self.load(candidate, entry, init, weight_seed, poison)
             if not self.checked_calls():
                 return w.output()
+            self.clocks_next()
             self.timing()
             if CheckId.TIMERS in ev.enabled and ev.timing.get("times_ms"):
                 t0 = time.monotonic()
@@ -164,6 +173,7 @@ class Plan:
                 phases["checks"] = time.monotonic() - t0
                 return False
         if ev.device.type == "cuda" and CheckId.STREAMS in on:
+            self.clocks_next()
             t1 = time.monotonic()
             self.upload(_PROBE)
             ev.probe = self.ordering_probe(_PROBE)

@@ -153,7 +153,7 @@ def _prepared(w, dev, flush_factor: float) -> dict:
     for a spare) and what the device is; the flush buffer it holds must be the one that
     description and `flush_factor` call for."""
     try:
-        msg = w.request(None)
+        msg = w.take_prepared()
         info = devices.checked_description(msg.body.get("device"), dev)
         flush_bytes = msg.body.get("flush_bytes")
         if flush_bytes != devices.flush_bytes(info, flush_factor) or type(flush_bytes) is not int:
