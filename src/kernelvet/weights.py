@@ -121,3 +121,55 @@ def hand_over(model, state: list[tuple[str, torch.Tensor]], reference: bool) -> 
             if name in pairs:
                 pairs[name].copy_(value.to(pairs[name].device, pairs[name].dtype))
     return {"hook": False, "matched": sorted(pairs), "left": [[n, list(t.shape)] for n, t in free.items()][:20]}
+
+
+# -- the reference's worker, built without running its init -----------------------------------
+
+def whole_state(model: torch.nn.Module, state: list) -> list[tuple[str, torch.Tensor]]:
+    """Judge side: every parameter and buffer of the reference `model` that `state` (the fresh
+    weights) does not hold, by name: with `state`, all a copy of the model needs besides its code.
+    Empty where some tensor is shared under two names (a copy built apart would not share it)."""
+    drawn = {name for name, _t, _p in state}
+    tensors = [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+    if len({id(t) for _n, t in tensors}) != len(tensors):
+        return []
+    return [(name, t.detach()) for name, t in tensors if name not in drawn]
+
+
+def build_whole(make, values: dict[str, torch.Tensor], device) -> torch.nn.Module | None:
+    """Worker side: the trusted reference Model built on the meta device (its init draws and
+    writes nothing: 16 s of a 2-core host for a 32768 x 32768 Linear), its storage then made on
+    `device` and every parameter and buffer set from `values` (the judge's, by name). None where
+    that cannot give the model the judge has: tensors kept outside parameters and buffers, names
+    other than the judge's, shapes or dtypes that differ, an init that needs values."""
+    try:
+        with torch.device("meta"):
+            model = make()
+    except Exception:  # noqa: BLE001 - an init that reads values: built on the host instead
+        return None
+    if not isinstance(model, torch.nn.Module) or _tensors_outside(model):
+        return None
+    own = [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+    if len({id(t) for _n, t in own}) != len(own) or {n for n, _t in own} != set(values) or any(
+            tuple(t.shape) != tuple(values[n].shape) or t.dtype != values[n].dtype for n, t in own):
+        return None
+    model = model.to_empty(device=device)
+    with torch.no_grad():
+        for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
+            t.copy_(values[name])
+    return model
+
+
+def _tensors_outside(model: torch.nn.Module) -> bool:
+    """A tensor held by a module other than as a parameter or buffer (directly, or in a list,
+    tuple or dict): to_empty would leave it on the meta device."""
+    def holds(x, depth=0) -> bool:
+        if isinstance(x, torch.Tensor):
+            return True
+        if depth < 3 and isinstance(x, (list, tuple)):
+            return any(holds(v, depth + 1) for v in x)
+        if depth < 3 and isinstance(x, dict):
+            return any(holds(v, depth + 1) for v in x.values())
+        return False
+    return any(holds(v) for m in model.modules() for k, v in vars(m).items()
+               if k not in ("_parameters", "_buffers", "_modules"))

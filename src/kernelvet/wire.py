@@ -82,7 +82,7 @@ _LENT = {"lent": Kind("list", of=DICT)}
 REQUESTS: dict[str, Body] = {k: Body(**v.kinds, **_LENT) for k, v in {
     "prepare": Body(device=STR, flush_factor=SECONDS),
     "load": Body(target=DICT, device=STR, weight_seed=Kind("int", null=True), init=LIST, poison=DICT, paint=BOOL,
-                 settle_s=SECONDS, out_nbytes=COUNT, output_arg=Kind("int", null=True), state=LIST),
+                 settle_s=SECONDS, out_nbytes=COUNT, output_arg=Kind("int", null=True), state=LIST, whole=LIST),
     "inputs": Body(set=SET, layout=LIST),
     "overwrite": Body(set=SET),
     "call": Body(set=SET, trace=BOOL, deep_paint=BOOL, layout=LIST),

@@ -214,7 +214,8 @@ class _Vet:
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
         body, blobs = _load_body({"kind": "reference", "spec": w.readable_spec(prob.spec)}, dev, weight_seed, init,
                                  {"word": 0, "width": 1, "malloc_byte": 0}, False,
-                                 dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg, state)
+                                 dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg, state,
+                                 whole=weights.whole_state(model, state))
         w.send_only("load", body, blobs)
         # Input sets are drawn a few ahead of use, on a thread (see draws.py), and their float64
         # references made when first used (each set from its own seed, so the order does not

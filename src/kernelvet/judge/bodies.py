@@ -25,7 +25,9 @@ def _decode_output(msg) -> torch.Tensor | None:
 
 # one parameter per field of the load request's body
 def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, out_nbytes, output_arg=None,
-               state=()):
+               state=(), whole=None):
+    """`whole` (the reference's load only): its other parameters and buffers, by name, so that the
+    worker may build it without running its init (weights.build_whole)."""
     layout, blobs = _encode_set(init)
     body = {"target": target, "device": str(dev), "weight_seed": weight_seed, "init": layout,
             "poison": poison, "paint": paint, "settle_s": settings.settle_s, "out_nbytes": out_nbytes,
@@ -33,6 +35,9 @@ def _load_body(target: dict, dev, weight_seed, init, poison, paint, settings, ou
     if state:   # the fresh weights, as (name, blob index) after the init tensors
         body["state"] = [{"name": name, "t": len(blobs) + i} for i, (name, _t, _p) in enumerate(state)]
         blobs = blobs + [codec.to_blob(t) for _n, t, _p in state]
+    if whole is not None:
+        body["whole"] = [{"name": name, "t": len(blobs) + i} for i, (name, _t) in enumerate(whole)]
+        blobs = blobs + [codec.to_blob(t.contiguous()) for _n, t in whole]
     return body, blobs
 
 

@@ -138,20 +138,31 @@ class Worker:
             entry = load_reference_module(target["spec"]).Model
             self.task_call = candidate_call(target["spec"])
         t1 = self.bound.pc()
-        if isinstance(entry, type):
-            def build():
-                torch.manual_seed(int(b["weight_seed"]))
-                model = entry(*init)
-                if isinstance(model, torch.nn.Module):
-                    dropout_off(model)
-                return model.to(self.device) if isinstance(model, torch.nn.Module) else model
-            self.fn = self._run_candidate("constructing the model", build)
-        else:
-            self.fn = entry
         # The judge's fresh weights (secret inputs, see weights.py), before any call
         state = [(str(item["name"]), codec.from_blob(msg.tensors[int(item["t"])])) for item in b.get("state") or []]
-        handed = self._run_candidate(f"loading the reference's weights ({weights.HOOK} or by name and shape)",
-                                     weights.hand_over, self.fn, state, target["kind"] != "candidate")
+        whole = None
+        if isinstance(entry, type) and target["kind"] != "candidate" and b.get("whole") is not None:
+            # the trusted reference, built without its init, given the judge's every tensor
+            values = dict(state)
+            values.update((str(item["name"]), codec.from_blob(msg.tensors[int(item["t"])])) for item in b["whole"])
+            whole = weights.build_whole(lambda: entry(*init), values, self.device)
+        if whole is not None:
+            dropout_off(whole)
+            self.fn = whole
+            handed = {"hook": False, "matched": sorted(name for name, _ in state), "left": []}
+        else:
+            if isinstance(entry, type):
+                def build():
+                    torch.manual_seed(int(b["weight_seed"]))
+                    model = entry(*init)
+                    if isinstance(model, torch.nn.Module):
+                        dropout_off(model)
+                    return model.to(self.device) if isinstance(model, torch.nn.Module) else model
+                self.fn = self._run_candidate("constructing the model", build)
+            else:
+                self.fn = entry
+            handed = self._run_candidate(f"loading the reference's weights ({weights.HOOK} or by name and shape)",
+                                         weights.hand_over, self.fn, state, target["kind"] != "candidate")
         if callable(self.fn) and self.task_call is not None and target["kind"] == "candidate":
             self.fn = self.task_call.wrap(self.fn)   # custom_kernel(data), the data rebuilt from the set
         if callable(self.fn):   # tuples, lists and numbers become the one tensor the judge compares
