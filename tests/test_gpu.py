@@ -142,3 +142,16 @@ def test_host_work_inside_the_call_is_timed(write):
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
     assert report.timing.median_ms >= 0.8 and "host-bound" in report.timing.method, report.timing
     assert report.finding(CheckId.TIMERS).status is Status.PASS
+
+
+def test_vets_in_a_row_start_the_next_worker_before_their_clocks():
+    """On one launcher, each vet but the last starts the next vet's worker during its candidate
+    phase and waits for its device before its clocks; every verdict as alone."""
+    from kernelvet import spawn
+    launcher = spawn.shared_launcher()
+    path = by_name("triton_gemm_ieee").path
+    prob = load_problem("matmul", (512, 512, 512))
+    reports = [vet(path, prob, device="cuda", launcher=launcher, prepare_next=i < 2) for i in range(3)]
+    assert all(r.verdict is Verdict.PASS for r in reports), [[f.summary for f in r.failed] for r in reports]
+    assert "spare-wait" in reports[0].phases_s and "spare-wait" in reports[1].phases_s
+    assert "spare-wait" not in reports[2].phases_s

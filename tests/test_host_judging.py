@@ -83,6 +83,9 @@ class _Worker:
             raise self.answer
         return _Msg(self.answer)
 
+    def take_prepared(self):   # no answer read ahead: read now
+        return self.request(None)
+
     def output(self):
         return "worker log"
 

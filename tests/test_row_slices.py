@@ -125,3 +125,19 @@ def test_a_vet_with_references_in_slices_passes_the_honest_and_rejects_the_zeros
     zeros = vet(write(tmp_path, "z.py", text + RIGHT_THEN_ZEROS), ref, device="cpu", settings=QUICK, allow=allow)
     assert zeros.verdict is Verdict.REJECT, [f.summary for f in zeros.failed]
     assert failed(zeros)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_vet_with_references_in_slices_judges_on_the_host(tmp_path, monkeypatch):
+    """On the device: each slice of a set's float64 reference made there and kept on the host in
+    float32 as it is made; the problem's own Model passes with the library allowed."""
+    monkeypatch.setattr(sizes, "holding", lambda *a, **k: sizes.Holding(
+        lean=True, judge_on_host=True, tight=True, reference_slices=4, output_itemsize=4))
+    text = problem("return self.norm(xs[0]) * 2", "return [torch.rand(64, 32, 64, 64)]",
+                   ctor="self.norm = nn.InstanceNorm2d(32)")
+    ref = write(tmp_path, "norm.py", text)
+    report = vet(write(tmp_path, "h.py", as_candidate(text)), ref, device="cuda", allow=["library-call"],
+                 prepare_next=False)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert report.device["judged_on"] == "cpu"

@@ -150,7 +150,7 @@ def _cmd_check(args) -> int:
     from .judge import warm_judge
     from . import render
     render.preload()   # everything rendering will import, before any candidate runs (and while the launcher starts)
-    warm_judge(args.device, prob.flops)   # while the launcher still imports Triton
+    warm_judge(args.device, prob.flops, meta_flops=False)   # while the launcher still imports Triton
     start.marks["judge warmed"] = time.monotonic() - t0
     launcher = start.result()
     start.marks["vet began"] = time.monotonic() - t0
