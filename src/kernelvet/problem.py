@@ -163,15 +163,26 @@ def reference64(model: torch.nn.Module, inputs: list, device: str) -> torch.Tens
     problem file is malformed (UsageError); if it raises or gives two answers for one input set,
     the problem failed (ProblemError, an `error` verdict). Either message names the problem file.
     """
-    prob = _WHERE.get(model)
-    where = prob._where() if prob else "the reference Model"
+    where = _where_of(model)
     m64 = _model64(model, device)
     _check_signature(m64, inputs, where)
     out = _forward64(m64, inputs, device, where)
+    _deterministic_once(model, m64, inputs, device, where, out)
+    return out
+
+
+def _where_of(model: torch.nn.Module) -> str:
+    """The problem file that built the reference `model`, for messages."""
+    prob = _WHERE.get(model)
+    return prob._where() if prob else "the reference Model"
+
+
+def _deterministic_once(model, m64, inputs: list, device, where: str, out: torch.Tensor) -> None:
+    """The first float64 output of `model` (`out`, on `inputs`) made again and compared: once per
+    model (_check_same)."""
     if model not in _DETERMINISM_CHECKED:
         _check_same(out, _forward64(m64, inputs, device, where), where)
         _DETERMINISM_CHECKED.add(model)
-    return out
 
 
 # The float64 copies of a reference's parameters, by model and device, each with the versions of

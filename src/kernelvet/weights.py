@@ -130,8 +130,8 @@ def whole_state(model: torch.nn.Module, state: list) -> list[tuple[str, torch.Te
     weights) does not hold, by name: with `state`, all a copy of the model needs besides its code.
     Empty where some tensor is shared under two names (a copy built apart would not share it)."""
     drawn = {name for name, _t, _p in state}
-    tensors = [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
-    if len({id(t) for _n, t in tensors}) != len(tensors):
+    tensors = _named_tensors(model)
+    if _shares(tensors):
         return []
     return [(name, t.detach()) for name, t in tensors if name not in drawn]
 
@@ -149,15 +149,25 @@ def build_whole(make, values: dict[str, torch.Tensor], device) -> torch.nn.Modul
         return None
     if not isinstance(model, torch.nn.Module) or _tensors_outside(model):
         return None
-    own = [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
-    if len({id(t) for _n, t in own}) != len(own) or {n for n, _t in own} != set(values) or any(
+    own = _named_tensors(model)
+    if _shares(own) or {n for n, _t in own} != set(values) or any(
             tuple(t.shape) != tuple(values[n].shape) or t.dtype != values[n].dtype for n, t in own):
         return None
     model = model.to_empty(device=device)
     with torch.no_grad():
-        for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
+        for name, t in _named_tensors(model):
             t.copy_(values[name])
     return model
+
+
+def _named_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every parameter and buffer, non-persistent ones included, under each name it has."""
+    return [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+
+
+def _shares(tensors: list) -> bool:
+    """Whether one tensor appears under two names (tied weights)."""
+    return len({id(t) for _n, t in tensors}) != len(tensors)
 
 
 def _tensors_outside(model: torch.nn.Module) -> bool:

@@ -15,7 +15,7 @@ import weakref
 
 import torch
 
-from ..problem import _DETERMINISM_CHECKED, _WHERE, _check_same, _forward64, _model64
+from ..problem import _deterministic_once, _forward64, _model64, _where_of
 
 # How near the two rows computed together must be to the rows computed apart: float64 arithmetic
 # that blocks by the batch's size moves the last few bits, a reduction over the batch moves them all
@@ -46,7 +46,7 @@ def _probe(model, inputs, device) -> int:
     if any(x.is_meta and not x.is_floating_point() for x in tensors):
         return 1   # indices or labels: no values to probe with
     two = [_two_rows(x, device) if isinstance(x, torch.Tensor) else x for x in inputs]
-    where = _WHERE[model]._where() if model in _WHERE else "the reference Model"
+    where = _where_of(model)
     try:
         m64 = _model64(model, device)
         both = _forward64(m64, two, device, where)
@@ -74,7 +74,7 @@ def reference64_in_slices(model: torch.nn.Module, inputs: list, device, slices: 
                           keep_on: torch.device, keep_dtype: torch.dtype | None) -> torch.Tensor:
     """The float64 reference of `inputs`, made on `device` in `slices` slices of rows, each kept on
     `keep_on` in `keep_dtype` (None: float64) as it is made; the whole, joined there."""
-    where = _WHERE[model]._where() if model in _WHERE else "the reference Model"
+    where = _where_of(model)
     batch = next(x for x in inputs if isinstance(x, torch.Tensor)).shape[0]
     step = math.ceil(batch / max(slices, 1))
     m64 = _model64(model, device)
@@ -82,9 +82,8 @@ def reference64_in_slices(model: torch.nn.Module, inputs: list, device, slices: 
     for lo in range(0, batch, step):
         part = [x[lo:lo + step] if isinstance(x, torch.Tensor) else x for x in inputs]
         out = _forward64(m64, part, device, where)
-        if not parts and model not in _DETERMINISM_CHECKED:
-            _check_same(out, _forward64(m64, part, device, where), where)
-            _DETERMINISM_CHECKED.add(model)
+        if not parts:
+            _deterministic_once(model, m64, part, device, where, out)
         parts.append(out.to(keep_on, keep_dtype or out.dtype))
         del out
     return torch.cat(parts)

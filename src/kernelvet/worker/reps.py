@@ -45,9 +45,10 @@ class _Reps:
     takes to queue a whole rep (the harness's own work per rep, ~200 us on the H200, would
     otherwise idle the device where do_bench's queue deepens); a host-bound call gets none, and its
     host time shows in the events as it would under do_bench: a lead there would hide up to its
-    length of the call's host work per rep. Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or
-    OUTPUTS_HELD_BYTES of outputs, a device-wide sync; then the events are read and the outputs
-    checked, as the caller would see them after a sync. The guard bands are checked on the device
+    length of the call's host work per rep.
+    Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or OUTPUTS_HELD_BYTES of
+    outputs, a device-wide sync; then the events are read and the outputs checked, as the caller
+    would see them after a sync. The guard bands are checked on the device
     in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
     """
 
@@ -132,12 +133,12 @@ class _Reps:
         queue the call, and to queue a whole rep (spin, inputs read, paint, flush, events, the
         call, guard check), against the device time of the flush and the call. A device-bound
         call (its host usually queues it within that time: a Triton launch of ~55 us of host time
-        against a 13 us kernel and a 64 us flush on the H200) gets a lead covering a whole rep: the device always
-        has more queued work than the host needs to queue the next rep, and the queue deepens, as
-        under do_bench (on the H200 kernelvet's host needed ~200 us per rep, and a device that
-        waited for it before each rep read a launch-bound torch.mm 5-10% off do_bench). A
-        host-bound call gets none: as under do_bench, only the flush runs while its launches are
-        queued, and the events read the host's pace."""
+        against a 13 us kernel and a 64 us flush on the H200) gets a lead covering a whole rep:
+        the device always has more queued work than the host needs to queue the next rep, and the
+        queue deepens, as under do_bench (on the H200 kernelvet's host needed ~200 us per rep, and
+        a device that waited for it before each rep read a launch-bound torch.mm 5-10% off
+        do_bench). A host-bound call gets none: as under do_bench, only the flush runs while its
+        launches are queued, and the events read the host's pace."""
         if not self.cuda:
             return
         w, bound = self.w, self.w.bound
@@ -147,12 +148,7 @@ class _Reps:
             s = sets[k % len(sets)]
             w._sync()
             t0 = bound.pc()
-            inputs = self._before_call(s, lead=True)
-            bound.ev_record(start)
-            t1 = bound.pc()
-            out = self._call(s, inputs)
-            call.append(bound.pc() - t1)
-            bound.ev_record(end)
+            out = self._call_between(s, start, end, host_s=call)
             self._check_guards(s)
             if type(out) is torch.Tensor and out.numel():   # as `_own_copy` reads it in every rep
                 bound.storage(out).data_ptr()
@@ -173,14 +169,18 @@ class _Reps:
         w._sync()
         return bound.ev_elapsed(start, end) / 4e3
 
-    def _call_between(self, s: int, start, end, lead: bool = True):
+    def _call_between(self, s: int, start, end, lead: bool = True, host_s: list | None = None):
         """One call on set `s` between two events on the caller's stream (CUDA), the device kept
         busy (a spin of `lead_s`, then the flush) until the call's launch is queued. A drain rep
-        has no spin: work on an unordered stream would finish inside it, unseen by the drain."""
+        has no spin: work on an unordered stream would finish inside it, unseen by the drain.
+        `host_s`: where to add the host's time queueing the call (`rehearse`)."""
         bound = self.w.bound
         inputs = self._before_call(s, lead=lead)
         bound.ev_record(start)
+        t0 = bound.pc() if host_s is not None else 0.0
         out = self._call(s, inputs)
+        if host_s is not None:
+            host_s.append(bound.pc() - t0)
         bound.ev_record(end)
         return out
 
