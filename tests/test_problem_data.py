@@ -450,6 +450,32 @@ def test_candidates_of_a_shared_reference_get_its_fresh_weights(tmp_path):
     assert first.seed == second.seed
 
 
+def test_a_shared_problem_runs_its_reference_in_its_first_vets_worker_only(tmp_path):
+    # The reference's run is the problem's: later vets' workers hold the candidate alone, and their
+    # reports carry the first run's reference times.
+    from kernelvet.refcache import ReferenceCache
+    from kernelvet.problem import load_problem
+    ref = write(tmp_path, "lin.py", LINEAR)
+    lib = (CheckId.LIBRARY_CALL,)
+    with ReferenceCache(load_problem(ref)) as cache:
+        # timers waived: the null requests are not priced, so the next vet, which needs them, runs
+        # the reference itself; the one after that reuses its run
+        unpriced = vet(write(tmp_path, "a.py", as_candidate(LINEAR)), ref, device="cpu", allow=HONEST,
+                       settings=QUICK, reference=cache)
+        priced = vet(write(tmp_path, "b.py", as_candidate(LINEAR)), ref, device="cpu", allow=lib,
+                     settings=QUICK, reference=cache)
+        reused = vet(write(tmp_path, "c.py", LINEAR_TRANSPOSED), ref, device="cpu", allow=lib,
+                     settings=QUICK, reference=cache)
+        zeros = vet(write(tmp_path, "d.py", as_candidate(LINEAR, "return torch.zeros(16, 24)")), ref,
+                    device="cpu", allow=lib, settings=QUICK, reference=cache)
+    loads = [r.requests_s["load"][0] for r in (unpriced, priced, reused, zeros)]
+    assert loads == [2, 2, 1, 1], loads
+    assert reused.timing.reference_raw_ms == priced.timing.reference_raw_ms
+    assert unpriced.timing.reference_raw_ms != priced.timing.reference_raw_ms
+    assert CheckId.PRECISION in {f.check for f in zeros.failed}
+    assert CheckId.GLOBAL_STATE not in {f.check for f in reused.failed}, [f.summary for f in reused.failed]
+
+
 # -- the judge's own work on a big model ------------------------------------------------------
 
 def test_a_models_float64_weights_are_made_once_a_device_and_remade_when_either_side_changes():

@@ -9,8 +9,11 @@ The candidates of one problem then see the same secret checked inputs, as they w
 `--seed`; the never-seen sets timed among them (the caching check's) are each vet's own, drawn
 from a seed of its own: whatever one candidate could pass on to the next (a file left behind
 where confinement is weak), no candidate has seen those before its vet. Each vet still runs in
-a fresh worker of its own, which also runs and times the reference itself. The cache holds the
-shared input sets and float64 references until `close()`: one problem at a time.
+a fresh worker of its own. The reference runs and is timed in the first vet's worker only,
+before any candidate code runs there: what that run found (its output dtype and error, its
+times, its ops, the null requests' trusted prices) is the problem's on that device, and the later
+vets' workers hold the candidate alone. The cache holds the shared input sets, float64
+references and that run until `close()`: one problem at a time.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ class SharedReference:
     draws_on: Any = None   # the device whose generator draws the sets (None: the host's)
     sets_kept: bool = False   # the sets stay on that device (Problem.draw_inputs's keep)
     hold: Any = None   # sizes.Holding: what the problem's vets hold, and where (None: each vet decides)
+    # what the reference's run in the first vet's worker found (judge.reference._run_reference's
+    # answer less that worker's description of itself); None until it has run
+    ref_run: Any = None
 
 
 class ReferenceCache:

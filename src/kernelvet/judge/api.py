@@ -29,7 +29,8 @@ from .lean import _moved
 from .placement import _judged_on, draws_on
 from .plan import Plan
 from .policy import _BELOW_DISPATCHER, _library_policy, _parse_allow
-from .reference import _Lazy, _check_inputs_vary, _count_flops, _derived_seed, _min_bytes, _run_reference, _within
+from .reference import (_Lazy, _check_inputs_vary, _count_flops, _derived_seed, _min_bytes, _prepared, _run_reference,
+                        _within)
 from .row_slices import batch_rows, reference64_in_slices
 from .settings import LOOP_ATTEMPTS, Settings, UNSEEN_AGAIN, _LOOP, _OVERWRITE, _PROBE, _UNSEEN_AGAIN, _WARMUP
 from .versions import _versions
@@ -98,8 +99,8 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
     v = _Vet(candidate, prob, dev, settings, timeout, keys, reference, launcher, t_start, phases, init, own_keys)
     v.take_worker()
     try:
-        v.problem_side()
-        v.reference_run(price_nulls=CheckId.TIMERS not in waived)
+        v.problem_side(price_nulls=CheckId.TIMERS not in waived)
+        v.reference_run()
         v.gather_evidence(source, policy, waived)
         v.run_candidate(entry, waived, audit, prepare_next)
     finally:
@@ -187,10 +188,12 @@ class _Vet:
     requests: object = None
     draws_on: torch.device | None = None   # the device whose generator draws the sets (placement.draws_on)
     sets_kept: bool = False   # and they stay there (sizes.Holding.sets_on_device)
+    price_nulls: bool = True   # the null requests' trusted prices are needed (for `timers`)
+    ran_before: dict | None = None   # the reference's run in the problem's first vet, if this vet reuses it
 
     def take_worker(self) -> None:
         # One worker runs the reference first, then the candidate: one process start-up, the same
-        # clocks for both. It starts now, so its CUDA start-up overlaps the float64 references below;
+        # clocks for both (a later vet of a shared problem: the candidate alone). It starts now, so its CUDA start-up overlaps the float64 references below;
         # its first answer says what the device is (the judge itself may never touch it).
         self.w = spares.take(self.launcher, str(self.dev), self.settings.flush_factor,
                              time.monotonic() + max(self.timeout, 120.0))
@@ -199,12 +202,14 @@ class _Vet:
         # made by an earlier vet of this problem, if any
         self.shared = reference.get(self.dev) if reference is not None else None
 
-    def problem_side(self) -> None:
-        """The reference model and its fresh weights, loaded into the worker; the input sets and
-        their float64 references (shared with the problem's other vets, where a reference is); the
-        limits every reply must keep."""
+    def problem_side(self, price_nulls: bool = True) -> None:
+        """The reference model and its fresh weights, loaded into the worker (unless an earlier
+        vet of the problem ran it: `_ran_before`); the input sets and their float64 references
+        (shared with the problem's other vets, where a reference is); the limits every reply must keep."""
         prob, dev, settings, keys, shared, reference = \
             self.prob, self.dev, self.settings, self.keys, self.shared, self.reference
+        self.price_nulls = price_nulls
+        self.ran_before = _ran_before(shared, price_nulls)
         w, init, weight_seed, fresh, key_seeds = self.w, self.init, keys.weight_seed, keys.fresh, keys.seeds
         model = prob.build_model(init, weight_seed) if shared is None else shared.model
         # Weights are secret inputs: fresh values from the secret seed, the same for the reference
@@ -212,11 +217,12 @@ class _Vet:
         # reference's were drawn once, by its first vet, under the same seed.
         state = weights.redraw(model, _derived_seed(keys.secret, "weights")) if shared is None else shared.weights
         # The reference is trusted: no settle wait after its calls (nothing to catch finishing late).
-        body, blobs = _load_body({"kind": "reference", "spec": w.readable_spec(prob.spec)}, dev, weight_seed, init,
-                                 {"word": 0, "width": 1, "malloc_byte": 0}, False,
-                                 dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg, state,
-                                 whole=weights.whole_state(model, state))
-        w.send_only("load", body, blobs)
+        if self.ran_before is None:
+            body, blobs = _load_body({"kind": "reference", "spec": w.readable_spec(prob.spec)}, dev, weight_seed,
+                                     init, {"word": 0, "width": 1, "malloc_byte": 0}, False,
+                                     dataclasses.replace(settings, settle_s=0.0), 0, prob.output_arg, state,
+                                     whole=weights.whole_state(model, state))
+            w.send_only("load", body, blobs)
         # Input sets are drawn a few ahead of use, on a thread (see draws.py), and their float64
         # references made when first used (each set from its own seed, so the order does not
         # matter): a candidate rejected by the checked calls never costs the later sets.
@@ -294,12 +300,19 @@ class _Vet:
         self.w.room_bytes = self.size.output_elements * self.size.output_itemsize   # a lent room: one output
         self.refs64 = refs64
 
-    def reference_run(self, price_nulls: bool = True) -> None:
+    def reference_run(self) -> None:
+        """The reference, first in the worker (`_run_reference`); or, where the problem's first vet
+        on this device ran it, what that run found, beside this worker's own first answer."""
         t0 = time.monotonic()
-        prob = self.prob
-        self.ref_run = _run_reference(self.w, self.dev, self.values, self.keys.fresh, self.refs64, self.settings,
-                                      prob.path or prob.name, self.size, self.floor, max(self.timeout, 120.0),
-                                      price_nulls=price_nulls, hold=self.hold)
+        prob, shared = self.prob, self.shared
+        if self.ran_before is not None:
+            self.ref_run = {**self.ran_before, **_prepared(self.w, self.dev, self.settings.flush_factor)}
+        else:
+            self.ref_run = _run_reference(self.w, self.dev, self.values, self.keys.fresh, self.refs64, self.settings,
+                                          prob.path or prob.name, self.size, self.floor, max(self.timeout, 120.0),
+                                          price_nulls=self.price_nulls, hold=self.hold)
+            if shared is not None:   # the worker's description of itself stays this vet's
+                shared.ref_run = {k: v for k, v in self.ref_run.items() if k not in _WORKER_OWN}
         self.phases["reference"] = time.monotonic() - t0
         # a spare's: off this vet's clock, unless waited for
         self.phases["worker-device-start"] = self.ref_run["spare_start_s"]
@@ -404,6 +417,19 @@ class _Vet:
             waived=tuple(sorted(waived, key=str)),
             candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
             library_policy=policy.to_json())
+
+
+# what _run_reference answers about the worker it ran in, not about the problem
+_WORKER_OWN = ("spare_start_s", "device_info")
+
+
+def _ran_before(shared: SharedReference | None, price_nulls: bool) -> dict | None:
+    """What the reference's run in the problem's first vet on this device found, if it has run
+    and priced the null requests where this vet needs their prices."""
+    run = shared.ref_run if shared is not None else None
+    if run is None or (price_nulls and run.get("null_trusted") is None):
+        return None
+    return run
 
 
 def _drawn_ahead(values, hold: sizes.Holding):

@@ -197,6 +197,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the judge says the device could not start, and why
             raise _CandidateFailed(f"starting {self.device}: {type(exc).__name__}: {exc}"[:2000],
                                    traceback.format_exc()[-4000:]) from None
+        self.state0 = global_state()   # the device's start-up is not the candidate's doing
         return "prepared", {"start_s": self.bound.pc() - t0, **body}, []
 
     def _forget_reference(self) -> None:
