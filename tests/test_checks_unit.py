@@ -335,6 +335,29 @@ def test_on_a_host_clock_the_unseen_rep_is_paired_with_a_control_requests_first_
     assert "net of a request's own cost" in f.summary and len(f.evidence["earlier_controls"]) == 2
 
 
+def test_a_host_bound_call_on_cuda_is_paired_with_control_requests_as_on_a_host_clock():
+    """Timed at the host's pace (no spin before its reps), a call's events read its host work too,
+    and the first rep of a request pays for the request: on the H200 an eight-op float16 softmax
+    read 0.29 ms there against 0.08 ms after it. Judged net of a control's price it passes; a memo
+    still answers the control's first rep from memory, and is caught."""
+    first_slow = {"times_ms": [0.08], "unseen_pairs": [[0.08, 0.29]], "mismatches": 0, "first_sets": []}
+    host_bound = {"times_ms": [0.08] * 30, "mismatches": 0, "host_bound": True}
+    ev = _ev("cuda", timing=dict(host_bound), unseen_pairs=[(0.08, 0.29)])
+    worker = _TimingWorker(first_slow, first_slow)
+    f = _unseen_again(ev, worker)
+    assert f.status is Status.PASS and ev.unseen_controls == [(0.08, 0.29)], f
+    assert [b["unseen"] for t, b in worker.asked if t == "time"] == [[judge.settings._CONTROL], [3001]]
+    memo_hit = {**first_slow, "unseen_pairs": [[0.08, 0.08]]}
+    ev = _ev("cuda", timing=dict(host_bound), unseen_pairs=[(0.08, 0.29)], unseen_controls=[(0.08, 0.08)])
+    f = _unseen_again(ev, _TimingWorker(memo_hit, first_slow, memo_hit, first_slow))
+    assert f.status is Status.FAIL and "in each of 3 runs" in f.summary
+    # a device-bound call's events time the device alone: no control request
+    worker = _TimingWorker(first_slow, first_slow)
+    _unseen_again(_ev("cuda", timing={"times_ms": [0.08] * 30, "mismatches": 0}, unseen_pairs=[(0.08, 0.29)]),
+                  worker)
+    assert all(b["unseen"] != [judge.settings._CONTROL] for t, b in worker.asked if t == "time")
+
+
 def test_a_kernel_that_computes_ahead_what_a_request_brings_pays_for_it_in_both():
     """A read-ahead that computes every set it finds on arrival pays one product in the control
     request (for the copy of seen values, at storages it has not seen), two in the unseen one: net

@@ -250,12 +250,15 @@ class Plan:
         conv1d read 0.31 ms there against 0.07 ms on the rep after it, under load): there each pair
         has a control request built the same way, carrying a copy of a seen set's own values
         (`_control_request`), whose two reps price that cost (checks/caching.py). Device events
-        time the device alone: no control. Beside each pair, the longest any one of the worker's
+        time the device alone, no control, except for a host-bound call: timed at the host's pace
+        (no spin before its reps, worker/reps.py), its events read the host's work too, and on the
+        H200 the first rep of a request read 0.29 ms against 0.08 ms for an eight-op float16
+        softmax. Beside each pair, the longest any one of the worker's
         threads waited for a core in its request(s), by the scheduler's account (sched.py): what a
         busy host adds at least to one rep."""
         ev, fresh = self.ev, self.fresh
         pairs, waits, controls = [], [], []
-        controlled = ev.device.type != "cuda"
+        controlled = ev.device.type != "cuda" or bool((ev.timing or {}).get("host_bound"))
         for j, k in enumerate(unseen):
             seen = fresh[j % len(fresh)]
             # the control and the unseen request in turn first, so that neither is always the later
