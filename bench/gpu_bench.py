@@ -94,6 +94,7 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
     for name, prob_name, shape in cases:
         prob = load_problem(prob_name, shape)
         db_c, db_r, kv_c, kv_r, walls, gaps, phases = [], [], [], [], [], [], []
+        kv_host_bound = []   # each vet's rehearsal: timed at the host's pace (timing.method says so)
         raw = {"candidate": [], "reference": [], "host_gap_p90_us": [], "paced": []}   # do_bench's own reps, kept
         flush_us = []   # do_bench's flush, measured in its process after each of its runs
         paced = {"ms": [], "host_gap_us": [], "flush_us": []}   # do_bench led by a spin (spin_lead): flush_us has both
@@ -132,6 +133,7 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
                 print(f"{name} {shape}: REJECTED {[f.summary for f in rep.failed]}", flush=True)
                 break
             kv_c.append(rep.timing.median_ms)
+            kv_host_bound.append("host-bound" in rep.timing.method)
             kv_r.append(rep.timing.reference_median_ms)
         if len(kv_c) < ROUNDS:
             continue
@@ -139,7 +141,7 @@ def timing_rows(launcher, dobench: DoBenchProcess, cases, rows: list, save) -> l
                "do_bench_ms": statistics.median(db_c[:ROUNDS]), "kernelvet_ms": statistics.median(kv_c[:ROUNDS]),
                "do_bench_ref_ms": statistics.median(db_r[:ROUNDS]), "kernelvet_ref_ms": statistics.median(kv_r[:ROUNDS]),
                "runs": {"do_bench": db_c, "kernelvet": kv_c, "do_bench_ref": db_r, "kernelvet_ref": kv_r},
-               "vet_wall_s": walls, "vet_phases_s": phases, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us,
+               "kernelvet_host_bound": kv_host_bound, "vet_wall_s": walls, "vet_phases_s": phases, "do_bench_host_gap_us": gaps, "do_bench_flush_us": flush_us,
                "do_bench_raw_ms": raw,
                "do_bench_host_bound": len(db_c) - len(_paced_by_device(db_c, gaps, flush_us, kv_c)),
                "rounds": len(kv_c),
