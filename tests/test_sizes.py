@@ -38,7 +38,7 @@ def test_a_lean_holding_holds_fewer_sets_and_judging_on_the_host_leaves_the_devi
     plan = sizes.PlanCounts()
     full, lean = sizes.footprint(size, sizes.Holding()), sizes.footprint(size, sizes.Holding(lean=True))
     host = sizes.footprint(size, sizes.Holding(lean=True, judge_on_host=True))
-    assert full.device_terms["worker input sets"] == (plan.keys - 1) << 30
+    assert full.device_terms["worker input sets"] == (plan.keys - 1 + plan.controls) << 30
     assert lean.device_terms["worker input sets"] == (plan.fresh + 1) << 30
     assert lean.host_terms["judge input sets"] < full.host_terms["judge input sets"]
     # judged on the host: the references and recorded outputs move off the device, none vanish

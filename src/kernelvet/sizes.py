@@ -137,7 +137,7 @@ class PlanCounts:
     unseen: int = 5
     again: int = 2      # judge.UNSEEN_AGAIN
     loops: int = 3      # judge.LOOP_ATTEMPTS
-    controls: int = 0   # control requests' copies of seen values held at once (host clock: one per unseen set)
+    controls: int = 5   # control requests' copies of seen values held at once (one per unseen set)
     flush_bytes: int = 256 << 20   # the worker's L2 flush buffer (devices.FLUSH_MIN_BYTES at least)
 
     @property
@@ -148,8 +148,8 @@ class PlanCounts:
     @property
     def outputs(self) -> int:
         """Outputs recorded for the checks, at most: warm-up, fresh, determinism, overwrite, two
-        probe attempts, the timing's first per fresh set, two per unseen request (and per control
-        request, on a host clock), one per loop."""
+        probe attempts, the timing's first per fresh set, two per unseen request and per control
+        request, one per loop."""
         return (1 + self.fresh + 1 + 1 + 2 + self.fresh + 2 * (self.unseen + self.controls) * (1 + self.again)
                 + self.loops)
 
@@ -375,7 +375,7 @@ def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_d
     device_bytes, host_bytes = memories(dev)
     if dev.type != "cuda":
         device_bytes = host_bytes // 2 if host_bytes else None
-    plan = PlanCounts() if dev.type == "cuda" else PlanCounts(controls=PlanCounts.unseen)
+    plan = PlanCounts()
     judge_device = judge_device and dev.type == "cuda"
     hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device, rows=rows)
     if sets_on_device and dev.type == "cuda":   # sets the device drew, kept there if they fit

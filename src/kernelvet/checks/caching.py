@@ -14,10 +14,11 @@
     (a busy 2-core runner made an honest CPU softmax 5.6x slower on its 5 unseen reps), so pairs
     that say "remembers" are measured again on new unseen inputs (`judge`), up to twice; it
     fails only if every run says so. A kernel that remembers is slow on new inputs every time.
-    The unseen rep is the first of its request. On a host clock that rep also pays for the
-    request itself (0.25 ms for an honest 0.07 ms CPU conv1d under load), and so it does on CUDA
-    for a host-bound call, timed at the host's pace (its events read its host work), so there each
-    pair has a control request built the same way, carrying a copy of a seen set's own values (judge/plan.py):
+    The unseen rep is the first of its request, and that rep also pays for the request itself:
+    on a host clock (0.25 ms for an honest 0.07 ms CPU conv1d under load), and on device events
+    too, where the host's cold first rep outlasts the spin before it (0.15 against 0.05 ms for an
+    honest five-op softmax on the H200). So each pair has a control request built the same way,
+    carrying a copy of a seen set's own values (judge/plan.py):
     its first rep less its second prices the request, and the unseen rep is judged net of that
     price (`net_pairs`). A kernel that remembers by value answers the control's first rep from
     memory (price: the request alone); one that computes ahead whatever new data a request brings

@@ -246,34 +246,33 @@ class Plan:
         """One request per unseen set, carrying it: the worker times one call on it before any other
         candidate code runs in that request, then one call on a seen set (the pair). A set the worker
         never held cannot have been computed ahead, by a candidate that reads the worker's memory.
-        On a host clock the first rep of a request also pays for the request itself (an honest CPU
-        conv1d read 0.31 ms there against 0.07 ms on the rep after it, under load): there each pair
-        has a control request built the same way, carrying a copy of a seen set's own values
-        (`_control_request`), whose two reps price that cost (checks/caching.py). Device events
-        time the device alone, no control, except for a host-bound call: timed at the host's pace
-        (no spin before its reps, worker/reps.py), its events read the host's work too, and on the
-        H200 the first rep of a request read 0.29 ms against 0.08 ms for an eight-op float16
-        softmax. Beside each pair, the longest any one of the worker's
+        The first rep of a request also pays for the request itself, on any clock: on a host clock
+        (an honest CPU conv1d read 0.31 ms there against 0.07 ms on the rep after it, under load),
+        and on device events, where the host's first rep after the worker slept outlasts the spin
+        a device-bound call gets before each rep (measured in the timing run's warm reps), and a
+        host-bound call gets none (on the H200, 0.15 against 0.05 ms for an honest five-op softmax,
+        0.29 against 0.08 ms for an eight-op float16 one). So each pair has a control request built
+        the same way, carrying a copy of a seen set's own values (`_control_request`), whose two
+        reps price that cost (checks/caching.py). Beside each pair, the longest any one of the worker's
         threads waited for a core in its request(s), by the scheduler's account (sched.py): what a
         busy host adds at least to one rep."""
         ev, fresh = self.ev, self.fresh
         pairs, waits, controls = [], [], []
-        controlled = ev.device.type != "cuda" or bool((ev.timing or {}).get("host_bound"))
         for j, k in enumerate(unseen):
             seen = fresh[j % len(fresh)]
             # the control and the unseen request in turn first, so that neither is always the later
-            order = ("unseen",) if not controlled else ("control", "unseen") if j % 2 == 0 else ("unseen", "control")
+            order = ("control", "unseen") if j % 2 == 0 else ("unseen", "control")
             got = {what: self._control_request(seen) if what == "control" else self._pair_request(k, self.values[k], seen)
                    for what in order}
             _let_go(self.w, ev, self.values, k)
             u_pairs, u_wait = got["unseen"]
             c_pairs, c_wait = got.get("control", ([], None))
-            if controlled and not (u_pairs and c_pairs):   # no price for its first rep: not judged, kept
+            if not (u_pairs and c_pairs):   # no price for its first rep: not judged, kept
                 ev.extra.setdefault("uncontrolled_pairs", []).extend(tuple(p) for p in u_pairs)
                 continue
             pairs += [tuple(p) for p in u_pairs]
             controls += [tuple(p) for p in c_pairs]
-            waits += [u_wait if not controlled or u_wait is None or c_wait is None else max(u_wait, c_wait)] * len(u_pairs)
+            waits += [u_wait if u_wait is None or c_wait is None else max(u_wait, c_wait)] * len(u_pairs)
         held = [k for k in self.controls if k not in self.released]
         if held:   # this run's control copies, together, once its pairs are all timed
             self.w.request("release", {"sets": held})
