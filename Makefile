@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,triton]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,triton,ray]'
 	touch $(STAMP)
 
 setup: $(STAMP)
