@@ -365,6 +365,24 @@ def test_a_kernel_that_computes_ahead_what_a_request_brings_pays_for_it_in_both(
     assert caching.remembers(honest[0], "cpu") and not caching.remembers(honest[0], "cpu", honest[1])
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_control_price_is_capped_so_a_stall_on_a_requests_first_rep_prices_no_miss_away(device):
+    """A memo that sleeps on the first rep of a request as long as a miss takes makes its controls
+    as slow as its unseen reps (stalled_cache); the price is held to a few seen reps, and the memo
+    is slow on new inputs again. An honest call's own price (2.5x its seen rep) stands."""
+    from kernelvet.checks import caching
+    stalled = [(0.01, 2.0)] * 5
+    assert caching.remembers(stalled, device, [(0.01, 1.99)] * 5)
+    assert caching.control_price(0.01, (0.01, 1.99), device) == pytest.approx(
+        caching.CONTROL_PRICE_CAP * 0.01 + caching.UNSEEN_FLOOR_MS[device])
+    honest = [(0.08, 0.29)] * 5, [(0.08, 0.29)] * 5
+    assert caching.remembers(honest[0], device) and not caching.remembers(honest[0], device, honest[1])
+    ev = _ev(device, timing={"times_ms": [0.01] * 30, "mismatches": 0}, unseen_pairs=stalled,
+             unseen_controls=[(0.01, 1.99)] * 5)
+    f = REGISTRY[CheckId.CACHING](ev)
+    assert f.status is Status.FAIL and f.evidence["controls_capped"] == 5, f
+
+
 def test_a_preempted_seen_rep_does_not_hide_a_memo_on_a_host_clock():
     """One seen rep slowed by another process (16 ms) among pairs of a kernel that computes only on
     new inputs: on the CPU the pairs still say it remembers; on device events every pair must."""

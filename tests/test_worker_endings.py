@@ -144,3 +144,30 @@ def test_a_worker_starts_with_tritons_installation_hash_paid(write):
     report = vet(write("key.py", MATMUL_HEADER + body), "matmul", device="cpu")
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
     assert "KEYS 1" in report.candidate_output, report.candidate_output
+
+
+# The worker's own code, broken from inside it (the candidate controls the worker): a method of
+# its Worker class, found through the garbage collector, made to raise.
+_BREAK_HARNESS = """
+import gc, sys
+_worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker" and hasattr(o, "sets"))
+def _broken(self, msg):
+    raise {error}("the harness, broken")
+type(_worker)._do_{request} = _broken
+"""
+
+
+def test_a_worker_whose_own_code_raises_ends_with_a_status_and_its_last_line(write):
+    body = _BREAK_HARNESS.format(error="KeyError", request="integrity") + HONEST_BODY
+    report = vet(write("breaks.py", MATMUL_HEADER + body), "matmul", device="cpu")
+    f = _worker_finding(report)
+    assert report.verdict is Verdict.REJECT and f.status is Status.FAIL
+    assert "own code raised (exit 70)" in f.summary and "KeyError" in f.summary, f.summary
+
+
+def test_a_request_the_worker_runs_out_of_memory_on_is_answered_as_such(write):
+    body = _BREAK_HARNESS.format(error="MemoryError", request="integrity") + HONEST_BODY
+    report = vet(write("oom.py", MATMUL_HEADER + body), "matmul", device="cpu")
+    f = _worker_finding(report)
+    assert report.verdict is Verdict.REJECT and f.status is Status.FAIL
+    assert "out of memory in the worker while answering 'integrity'" in f.summary, f.summary

@@ -469,6 +469,8 @@ class WorkerHandle:
             reason = f"the worker was killed by {name}"
         elif code == 0:
             reason = "the worker exited with status 0 without sending a result"
+        elif code == wire.HARNESS_FAILED:
+            reason = f"the worker's own code raised (exit {code}): {self._last_line() or 'no traceback'}"
         else:
             reason = f"the worker exited with status {code}"
         self.ended = WorkerEnded(reason, code)
@@ -525,6 +527,18 @@ class WorkerHandle:
             return ""
         text = raw[:LOG_LIMIT].decode("utf-8", "replace")
         return text + ("\n[... output truncated]" if len(raw) > LOG_LIMIT else "")
+
+    def _last_line(self) -> str:
+        """The last line the worker wrote (a traceback's, when its own code raised), bounded; it is
+        the worker's word, quoted as such."""
+        try:
+            with open(self.log, "rb") as fh:
+                fh.seek(max(os.fstat(fh.fileno()).st_size - 4096, 0))
+                tail = fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+        return lines[-1][:300] if lines else ""
 
     def cleanup(self) -> None:
         import shutil

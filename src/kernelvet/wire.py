@@ -13,6 +13,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+# The exit status of a worker whose own code raised (EX_SOFTWARE): never 0, which reads as a worker
+# that chose to stop; its traceback goes to its stderr, which the judge keeps with its output.
+HARNESS_FAILED = 70
+
 
 @dataclasses.dataclass(frozen=True)
 class Kind:

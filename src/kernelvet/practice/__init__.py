@@ -121,6 +121,7 @@ CORPUS: tuple[Entry, ...] = (
     _cheat("thin_rows", 8, "scaled_rows.py", BOTH, C.PRECISION),
     _cheat("pointer_cache", 9, "softmax", BOTH, C.CACHING),
     _cheat("content_cache", 9, "matmul", ("cpu",), C.CACHING),
+    _cheat("stalled_cache", 9, "matmul", ("cpu",), C.CACHING),
     _cheat("shape_cache", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,
            note="the second input set gets the first set's answer: wrong, and ignores its input"),
     _cheat("stale_after_warmup", 9, "matmul", BOTH, C.PRECISION, C.IDENTITY,

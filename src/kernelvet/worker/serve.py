@@ -73,6 +73,10 @@ class Worker:
                 blobs = loan.encode(blobs) if loan is not None else lending.through_host(blobs)
             except devshare.DeviceShareError as exc:
                 reply_type, body, blobs = "failed", {"phase": "lend", "error": str(exc)[:2000], "traceback": ""}, []
+            except (torch.OutOfMemoryError, MemoryError) as exc:
+                # the harness's own copies and paint, beside what the candidate or reference holds: the
+                # request failed for lack of memory, which the judge can say (a problem too large)
+                reply_type, body, blobs = "failed", _out_of_memory(msg.type, exc), []
             body["integrity"] = self.integrity()
             try:
                 protocol.send(self.sock, reply_type, body, blobs)
@@ -407,7 +411,12 @@ class Worker:
         for size in sorted(sizes, reverse=True)[:256]:
             width = self.poison["width"]
             n = max(size // width, 1)
-            buf = self.bound.empty(n, dtype=INT_OF_WIDTH[width], device=self.device)
+            try:
+                buf = self.bound.empty(n, dtype=INT_OF_WIDTH[width], device=self.device)
+            except torch.OutOfMemoryError:
+                # no block of this size to be had: none for the candidate's `torch.empty` either,
+                # beyond the cached ones that the smaller sizes still paint
+                continue
             self.bound.fill_(buf, self.poison["word"])
             held.append(buf)
         del held
@@ -659,13 +668,23 @@ def _malloc_perturb(byte: int) -> None:
         pass
 
 
+def _out_of_memory(request: str, exc: BaseException) -> dict:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])
+    return {"phase": request, "error": f"out of memory in the worker while answering {request!r}: "
+                                      f"{type(exc).__name__}: {exc}"[:2000], "traceback": tb[-4000:]}
+
+
 def main(fd: int) -> None:
     sock = socket.socket(fileno=fd)
+    status = 0
     try:
         Worker(sock).serve()
     except protocol.PeerClosed:
         pass
+    except BaseException:   # noqa: BLE001 - whatever it was, said and not lost in os._exit
+        traceback.print_exc()
+        status = wire.HARNESS_FAILED
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(status)
