@@ -12,8 +12,8 @@ from kernelvet.practice import CORPUS, naive, runner
 
 def test_selection_by_number_name_and_entry():
     names = lambda sel: {e.name for e in runner.select(sel) if e.kind == "cheat"}  # noqa: E731
-    assert names(["9"]) == names(["cache"]) == {"pointer_cache", "content_cache", "shape_cache", "stale_after_warmup",
-                                               "seed_table"}
+    assert names(["9"]) == names(["cache"]) == {"pointer_cache", "content_cache", "stalled_cache", "shape_cache",
+                                               "stale_after_warmup", "seed_table"}
     assert names(["copy_input"]) == {"copy_input"}
     assert {"inplace_relu", "blind_harness", "exit_zero"} <= names(["harness"])
     assert {e.name for e in runner.select(["9"]) if e.kind == "honest"} == {e.name for e in CORPUS if e.kind == "honest"}
