@@ -110,8 +110,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - SystemExit and friends too
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])
-            raise _CandidateFailed(f"{what}: {type(exc).__name__}: {exc}"[:2000], tb[-4000:]) from None
+            raise _CandidateFailed(*_failure(what, exc)) from None
 
     # -- requests -----------------------------------------------------------------------
     def _do_load(self, msg):
@@ -668,10 +667,15 @@ def _malloc_perturb(byte: int) -> None:
         pass
 
 
-def _out_of_memory(request: str, exc: BaseException) -> dict:
+def _failure(what: str, exc: BaseException) -> tuple[str, str]:
+    """A failed reply's error line and traceback, each bounded."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])
-    return {"phase": request, "error": f"out of memory in the worker while answering {request!r}: "
-                                      f"{type(exc).__name__}: {exc}"[:2000], "traceback": tb[-4000:]}
+    return f"{what}: {type(exc).__name__}: {exc}"[:2000], tb[-4000:]
+
+
+def _out_of_memory(request: str, exc: BaseException) -> dict:
+    error, tb = _failure(f"out of memory in the worker while answering {request!r}", exc)
+    return {"phase": request, "error": error, "traceback": tb}
 
 
 def main(fd: int) -> None:
