@@ -9,6 +9,7 @@ import pytest
 
 from kernelvet import spawn, vet
 from kernelvet.ids import CheckId
+from kernelvet.problem import load_problem
 from kernelvet.report import Status, Verdict
 
 from .candidates import MATMUL_HEADER, honest_matmul
@@ -104,6 +105,31 @@ class ModelNew(nn.Module):
 """
 
 
+# A value-keyed memo (a hit: a few sums; a miss: the whole product) whose worker reports each
+# pair's unseen rep at its seen rep's time: the pair times say "never slower on new inputs".
+FORGED_PAIRS = FIND_WORKER + """
+_real_unseen = _kw.Worker._time_unseen
+def _time_unseen(self, b, blobs):
+    kind, body, out = _real_unseen(self, b, blobs)
+    body["unseen_pairs"] = [[s, s] for s, _u in body["unseen_pairs"]]
+    return kind, body, out
+_kw.Worker._time_unseen = _time_unseen
+_answers = {}
+def _fingerprint(A, B):
+    return (tuple(A.shape), float(A.sum()), float(B.sum()), float(A[::7].sum()), float(B[:, ::5].sum()))
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        key = _fingerprint(A, B)
+        hit = _answers.get(key)
+        if hit is None:
+            hit = torch.zeros(A.shape[0], B.shape[1])
+            for k in range(0, A.shape[1], 32):
+                hit += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
+            _answers[key] = hit
+        return hit.clone()
+"""
+
+
 def _write(write, name, text):
     return write(f"{name}.py", MATMUL_HEADER + text)
 
@@ -151,6 +177,20 @@ def test_inputs_read_ahead_from_the_workers_frames_cannot_include_unseen_ones(la
     caching = report.finding(CheckId.CACHING)
     assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, report.dumps()
     assert "remembers answers" in caching.summary
+    assert_judge_healthy(launcher)
+
+
+def test_forged_pair_times_fail_caching_by_the_judges_clock(launcher, write):
+    """The worker's pairs say "as fast on new inputs"; the requests carrying new inputs, by the
+    judge's clock, took a whole product longer than their controls."""
+    path = _write(write, "forged_pairs", FORGED_PAIRS)
+    # at 512^3 a miss (~0.3 s in the worker on the 2-core CI host) stands far above the noise of a
+    # pair request on a host clock; at 256^3 (~4-40 ms) it is near the judge's bound there
+    report = vet(path, load_problem("matmul", (512, 512, 512)), device="cpu", timeout=200, launcher=launcher)
+    caching = report.finding(CheckId.CACHING)
+    assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, report.dumps()
+    assert caching.evidence.get("by_judge_clock") and "judge's clock" in caching.summary, caching.summary
+    assert all(u == s for s, u in caching.evidence["pairs"])   # what the worker said
     assert_judge_healthy(launcher)
 
 

@@ -2,15 +2,18 @@
 attacks of test_claims.py that rewrite the worker from inside it, on a Triton GEMM that passes
 everything alone, under the default confinement and the CUDA default library policy. A recorder
 swapped to shrink its event times, and a judge-clocked loop swapped to skip its calls, fail
-`timers`; a read-ahead of every set the worker holds is slow on the unseen ones (`caching`)."""
+`timers`; a read-ahead of every set the worker holds is slow on the unseen ones (`caching`), and a
+memo whose worker reports its pairs' unseen reps at their seen reps' times is slow on them by the
+judge's clock (`caching`)."""
 
 import pytest
 
 from kernelvet import spawn, vet
 from kernelvet.ids import CheckId
+from kernelvet.problem import load_problem
 from kernelvet.report import Status, Verdict
 
-from .test_claims import PRECOMPUTE, SHRINK_RECORDER, SKIP_LOOP
+from .test_claims import FIND_WORKER, PRECOMPUTE, SHRINK_RECORDER, SKIP_LOOP
 from .test_hostile import assert_judge_healthy
 
 pytestmark = pytest.mark.gpu
@@ -57,4 +60,35 @@ def test_inputs_read_ahead_from_the_workers_frames_are_slow_when_unseen_on_cuda(
     report = _vet(write, launcher, "precompute", text, library_policy="off")
     caching = report.finding(CheckId.CACHING)
     assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, [f.summary for f in report.failed]
+    assert_judge_healthy(launcher)
+
+
+# A value-keyed memo around the Triton GEMM (a hit: four sums read back; a miss: the product),
+# whose worker reports each pair's unseen rep at its seen rep's time.
+FORGED_PAIRS_GEMM = "import torch\nfrom torch import nn\nfrom kernelvet.practice import kernels\n" + FIND_WORKER + """
+_real_unseen = _kw.Worker._time_unseen
+def _time_unseen(self, b, blobs):
+    kind, body, out = _real_unseen(self, b, blobs)
+    body["unseen_pairs"] = [[s, s] for s, _u in body["unseen_pairs"]]
+    return kind, body, out
+_kw.Worker._time_unseen = _time_unseen
+_answers = {}
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        key = (float(A.sum()), float(B.sum()), float(A[::7].sum()), float(B[:, ::5].sum()))
+        hit = _answers.get(key)
+        if hit is None:
+            hit = _answers[key] = kernels.matmul(A, B, ieee=True)
+        return hit.clone()
+"""
+
+
+def test_forged_pair_times_are_slow_by_the_judges_clock_on_cuda(launcher, write):
+    # at 2048^3 a miss (the IEEE GEMM, about a millisecond) stands above a pair request's noise;
+    # the hits are PyTorch ops, and the claim under test is caching's: the library policy is off
+    report = vet(write("forged_pairs.py", FORGED_PAIRS_GEMM), load_problem("matmul", (2048, 2048, 2048)),
+                 device="cuda", timeout=300, launcher=launcher, library_policy="off")
+    caching = report.finding(CheckId.CACHING)
+    assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, [f.summary for f in report.failed]
+    assert caching.evidence.get("by_judge_clock"), caching.summary
     assert_judge_healthy(launcher)

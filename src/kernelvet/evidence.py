@@ -74,6 +74,10 @@ class Evidence:
     unseen_in_place: int = 0                # unseen reps that ran in a seen set's storages
     unseen_attempts: list = dataclasses.field(default_factory=list)    # earlier runs' unseen pairs
     control_attempts: list = dataclasses.field(default_factory=list)   # earlier runs' control pairs
+    # per judged pair, by the judge's clock (s, net of the serving thread's waits): its unseen request,
+    # its control request, and the run's null pair request (judge/plan.py, checks/caching.py)
+    pair_clocks: list[dict] = dataclasses.field(default_factory=list)
+    pair_clock_attempts: list = dataclasses.field(default_factory=list)   # earlier runs' pair clocks
     drain_attempts: list = dataclasses.field(default_factory=list)     # earlier timings' drain clocks
     task_check: dict | None = None          # a GPU MODE task's own checker on one output (evidence only)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)   # the plan's own bookkeeping

@@ -37,6 +37,7 @@ import statistics
 from .. import metrics
 from ..ids import CheckId
 from ..report import Finding, Status
+from . import pair_clock
 from ._common import not_reached
 
 UNSEEN_RATIO = 2.5
@@ -143,7 +144,26 @@ def evaluate(ev) -> Finding:
                            f"({stats['seen_median_ms']:.4g} ms), "
                            f"rep for rep{f', in each of {runs} runs' if runs > 1 else ''}: it remembers answers",
                            evidence)
+    judged = pair_clock.of(ev)
+    if judged:
+        evidence.update({"judge_pairs": judged,
+                         "earlier_judge_pairs": [pair_clock.of(ev, c) for c in ev.pair_clock_attempts]})
+        if pair_clock.remembers(judged):
+            return _remembers_by_clock(judged, evidence, 1 + len(ev.pair_clock_attempts))
     if "overwrite_error" not in evidence and not seen:
         return not_reached(CheckId.CACHING)
     return Finding(CheckId.CACHING, Status.PASS, "fresh values in old storages, timed outputs and unseen inputs "
                    "all answered from the inputs", evidence)
+
+
+def _remembers_by_clock(judged: list[dict], evidence: dict, runs: int) -> Finding:
+    slow = sum(j["slower"] for j in judged)
+    unseen = statistics.median(j["unseen_ms"] for j in judged)
+    bound = statistics.median(j["bound_ms"] for j in judged)
+    reported = evidence.get("unseen_median_ms")
+    said = f", where the worker reported {reported:.4g} ms" if reported is not None else ""
+    return Finding(CheckId.CACHING, Status.FAIL,
+                   f"by the judge's clock, a call on inputs it had not seen took {unseen:.4g} ms (bound "
+                   f"{bound:.4g} ms) in {slow} of {len(judged)} pairs{f', in each of {runs} runs' if runs > 1 else ''}"
+                   f"{said}: the reported pair times do not account for the requests; it remembers answers",
+                   {**evidence, "by_judge_clock": True})

@@ -53,6 +53,17 @@ def _time_body(sets, settings: Settings, reps=None, warmup=None, budget_ms=None,
             "reps_per_sync": settings.reps_per_sync}
 
 
+def _pair_body(seen: int, key: int, layout: list, lead_ms: float, null: bool = False) -> dict:
+    """A pair request: one rep on set `key`, carried by the request (`layout`), in seen set
+    `seen`'s storages, then one on `seen`; `null`: the judge's null function in both calls'
+    place (what the request costs without the candidate: judge/null_prices.py)."""
+    body = {"sets": [seen], "unseen": [key], "layout": layout, "lead_ms": lead_ms,
+            "reps": 1, "min_reps": 1, "budget_ms": 0.0, "warmup": 0, "warmup_ms": 0.0, "null_reps": 0}
+    if null:
+        body["null"] = True
+    return body
+
+
 def _faults_kept(body: dict, other: dict) -> dict:
     """A timing body with what either run saw wrong in the outputs (the larger counts)."""
     return {**body, **{k: max(int(body.get(k, 0)), int(other.get(k, 0)))

@@ -11,13 +11,24 @@ reference is trusted): those prices bound what a null request may cost later (ch
 
 from __future__ import annotations
 
+import torch
+
 from .. import sched
-from .bodies import _time_body
-from .settings import Settings
+from .bodies import _encode_set, _pair_body, _time_body
+from .settings import _NULL_PAIR, Settings
 
 NULL_TIMING_REPS = 64   # reps of a null timing request (a rep's own cost, averaged)
 REHEARSALS = 6          # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
 LOOP_CALLS = (10, 2000)   # null loops priced at the shortest and the longest loop the judge runs
+# Sets up to this size get a null pair request (checks/pair_clock.py). A pair request carrying a
+# bigger one costs its copies, whose variation from one request to the next outweighs a call:
+# 6 GiB crosses the host in about a second, a memory-bound call on it takes a few milliseconds.
+PAIR_CLOCK_MAX_BYTES = 1 << 30
+
+
+def pair_clocked(values: list) -> bool:
+    """Whether a set of these values is small enough for its pair requests to be judged by the clock."""
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)) <= PAIR_CLOCK_MAX_BYTES
 
 
 def null_timing(w, fresh, settings: Settings, reps: int, max_blob, cuda: bool) -> dict:
@@ -44,10 +55,28 @@ def null_loop(w, set_id: int, n: int, max_blob) -> dict:
     return {"n": n, **sched.between(before, sched.sample(w.clock_pid))}
 
 
-def trusted(w, fresh, settings: Settings, max_blob, cuda: bool, reps: int = NULL_TIMING_REPS) -> dict:
+def null_pair(w, seen: int, values: list, max_blob) -> dict:
+    """A pair request (judge/plan.py, `unseen_pairs`) with the null function in the calls' place:
+    a copy of seen set `seen`'s values carried, two reps' own work, outputs of the call's shape
+    sent back, by the judge's clocks; the copy released after."""
+    layout, blobs = _encode_set(values)
+    before = sched.sample(w.clock_pid)
+    w.request("time", _pair_body(seen, _NULL_PAIR, layout, 0.0, null=True), blobs, max_blob_bytes=max_blob)
+    got = sched.between(before, sched.sample(w.clock_pid))
+    w.request("release", {"sets": [_NULL_PAIR]})
+    return got
+
+
+# 7 parameters: the null requests' own (the worker, its sets, the settings, the message limit, the
+# device kind, the reps) and the values the null pair request carries
+def trusted(w, fresh, settings: Settings, max_blob, cuda: bool, reps: int = NULL_TIMING_REPS,
+            seen_values: list | None = None) -> dict:
     """The null prices of a worker that holds the reference (its input sets and, from its timing
     run, outputs of the problem's shape): a null timing request (of the reference's own reps, at
-    most NULL_TIMING_REPS) and the shortest and longest null loops. Run after the reference's
-    timing and before the candidate is loaded."""
-    return {"timing": null_timing(w, fresh, settings, reps, max_blob, cuda),
-            "loops": [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]}
+    most NULL_TIMING_REPS), the shortest and longest null loops, and (given the first seen set's
+    values) a null pair request. Run after the reference's timing and before the candidate is loaded."""
+    prices = {"timing": null_timing(w, fresh, settings, reps, max_blob, cuda),
+              "loops": [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]}
+    if seen_values is not None and pair_clocked(seen_values):
+        prices["pair"] = null_pair(w, fresh[0], seen_values, max_blob)
+    return prices

@@ -12,12 +12,12 @@ import time
 import torch
 
 from .. import codec, sched, spawn
-from ..checks import attribution, caching, streams
+from ..checks import attribution, caching, pair_clock, streams
 from ..checks.timers import judge_clock, requests_disagree
 from ..evidence import Evidence
 from ..ids import CheckId
 from . import null_prices
-from .bodies import _decode_output, _encode_set, _faults_kept, _load_body, _time_body
+from .bodies import _decode_output, _encode_set, _faults_kept, _load_body, _pair_body, _time_body
 from .lean import _let_go
 from .policy import _audit_wanted, _early_failure, _policy_needs_trace
 from .settings import LOOP_ATTEMPTS, Settings, _CONTROL, _LOOP, _OVERWRITE, _PROBE, _WARMUP
@@ -233,7 +233,8 @@ class Plan:
         is slow on new inputs every time. The last run's pairs are the evidence, the earlier ones kept."""
         ev = self.ev
         attempts = []
-        while caching.remembers(ev.unseen_pairs, ev.device.type, ev.unseen_controls) and len(attempts) < len(self.again):
+        while ((caching.remembers(ev.unseen_pairs, ev.device.type, ev.unseen_controls)
+                or pair_clock.remembers(pair_clock.of(ev))) and len(attempts) < len(self.again)):
             new = self.again[len(attempts)]   # unseen inputs drawn for this run
             attempts.append([list(p) for p in ev.unseen_pairs])
             if ev.unseen_controls:
@@ -255,9 +256,14 @@ class Plan:
         the same way, carrying a copy of a seen set's own values (`_control_request`), whose two
         reps price that cost (checks/caching.py). Beside each pair, the longest any one of the worker's
         threads waited for a core in its request(s), by the scheduler's account (sched.py): what a
-        busy host adds at least to one rep."""
+        busy host adds at least to one rep. The reported pair times are the worker's word: each
+        request is also bracketed by the judge's clock, and one null pair request (the same request
+        without the candidate) prices what the brackets hold besides the two calls (ev.pair_clocks)."""
         ev, fresh = self.ev, self.fresh
-        pairs, waits, controls = [], [], []
+        pairs, waits, controls, clocks = [], [], [], []
+        # the pairs by the judge's clock need a priced timing request to scale by (checks/pair_clock.py)
+        clocked = ev.null_timing and null_prices.pair_clocked(self.values[self.set_values[fresh[0]]])
+        null_s = self._null_pair(fresh[0]) if clocked else None
         for j, k in enumerate(unseen):
             seen = fresh[j % len(fresh)]
             # the control and the unseen request in turn first, so that neither is always the later
@@ -265,48 +271,63 @@ class Plan:
             got = {what: self._control_request(seen) if what == "control" else self._pair_request(k, self.values[k], seen)
                    for what in order}
             _let_go(self.w, ev, self.values, k)
-            u_pairs, u_wait = got["unseen"]
-            c_pairs, c_wait = got.get("control", ([], None))
+            u_pairs, u_wait, u_s = got["unseen"]
+            c_pairs, c_wait, c_s = got.get("control", ([], None, None))
             if not (u_pairs and c_pairs):   # no price for its first rep: not judged, kept
                 ev.extra.setdefault("uncontrolled_pairs", []).extend(tuple(p) for p in u_pairs)
                 continue
             pairs += [tuple(p) for p in u_pairs]
             controls += [tuple(p) for p in c_pairs]
             waits += [u_wait if u_wait is None or c_wait is None else max(u_wait, c_wait)] * len(u_pairs)
+            if null_s is not None:
+                clocks.append({"unseen_s": u_s, "control_s": c_s, "null_s": null_s})
         held = [k for k in self.controls if k not in self.released]
         if held:   # this run's control copies, together, once its pairs are all timed
             self.w.request("release", {"sets": held})
             self.released.update(held)
+        if ev.pair_clocks:
+            ev.pair_clock_attempts.append(ev.pair_clocks)
+        ev.pair_clocks = clocks
         return pairs, waits, controls
 
-    def _pair_request(self, k, vals, seen, control: bool = False) -> tuple[list, float | None]:
+    def _pair_request(self, k, vals, seen, control: bool = False, null: bool = False) -> tuple[list, float | None, float]:
         """One timing request carrying set `k` (values `vals`): its rep, then one on seen set `seen`.
-        Returns the worker's [seen ms, carried ms] pairs and the longest thread wait in ms."""
+        Returns the worker's [seen ms, carried ms] pairs, the longest thread wait in ms, and the
+        request's duration by the judge's clock, less its serving thread's waits for a core, in s."""
         ev = self.ev
         layout, blobs = _encode_set(vals)
         lead_ms = float((ev.timing or {}).get("lead_ms", 0.0))
-        body = {"sets": [seen], "unseen": [k], "layout": layout, "lead_ms": lead_ms,
-                "reps": 1, "min_reps": 1, "budget_ms": 0.0, "warmup": 0, "warmup_ms": 0.0, "null_reps": 0}
         before = sched.sample(self.w.clock_pid)
-        msg = self.record("timing", None, self.w.request("time", body, blobs, max_blob_bytes=self.max_blob))
-        wait_s = sched.between(before, sched.sample(self.w.clock_pid))["max_thread_wait_s"]
+        msg = self.record("timing", None, self.w.request("time", _pair_body(seen, k, layout, lead_ms, null), blobs,
+                                                         max_blob_bytes=self.max_blob))
+        clock = sched.between(before, sched.sample(self.w.clock_pid))
+        wait_s = clock["max_thread_wait_s"]
+        net_s = clock["judge_s"] - (clock.get("main_wait_s") or 0.0)
+        if null:   # the null function's outputs: nothing of the candidate's to verify
+            return [], None, net_s
         self.timed_outputs(msg, () if control else (k,))
         ev.timing = _faults_kept(ev.timing or {}, msg.body)
         if not control:
             ev.unseen_in_place += int(msg.body.get("unseen_in_place") or 0)
-        return msg.body.get("unseen_pairs", []), None if wait_s is None else wait_s * 1e3
+        return msg.body.get("unseen_pairs", []), None if wait_s is None else wait_s * 1e3, net_s
 
-    def _control_request(self, seen) -> tuple[list, float | None]:
+    def _control_request(self, seen, null: bool = False) -> tuple[list, float | None, float]:
         """A pair request like an unseen one, carrying a copy of the values seen set `seen` holds
         now, under a key of its own (placed, like an unseen set, in `seen`'s storages): a kernel
         that remembers answers by value answers its first rep from memory."""
         key = _CONTROL + len(self.controls)
         self.controls[key] = seen   # its outputs are verified as the seen set's
-        got = self._pair_request(key, self.values[self.set_values[seen]], seen, control=True)
+        got = self._pair_request(key, self.values[self.set_values[seen]], seen, control=True, null=null)
         if (self.ev.extra.get("holding") or {}).get("lean"):   # as its unseen twin is, by _let_go
             self.w.request("release", {"sets": [key]})
             self.released.add(key)
         return got
+
+    def _null_pair(self, seen) -> float:
+        """The judge's price of a pair request without the candidate: a control request (a set of
+        the problem's size carried, two reps' own work, outputs of the call's shape sent back) with
+        the null function in the calls' place, by the judge's clock, in s."""
+        return self._control_request(seen, null=True)[2]
 
     def clocked_time(self, body: dict):
         """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the

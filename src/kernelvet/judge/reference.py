@@ -74,7 +74,8 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         timed = w.request("time", _time_body(fresh, settings, null_reps=0))
         # what the judge's clocks will subtract, priced before any candidate code runs here
         prices = null_prices.trusted(w, fresh, settings, w.max_blob_bytes, dev.type == "cuda",
-                                     reps=len(timed.body.get("times_ms") or ())) if price_nulls else None
+                                     reps=len(timed.body.get("times_ms") or ()),
+                                     seen_values=values[fresh[0]]) if price_nulls else None
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
         if isinstance(exc, spawn.WorkerEnded) and "timed out" in str(exc):
             raise _problem_timed_out(name, timeout, exc) from None

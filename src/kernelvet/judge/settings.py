@@ -31,5 +31,6 @@ _WARMUP, _OVERWRITE, _PROBE = 0, 1000, 2000
 _UNSEEN_AGAIN = 3000   # first key of the re-measurements' unseen inputs
 _LOOP = 4000           # first key of the judge-clocked loops' inputs (never seen before their loop)
 _CONTROL = 5000        # first key of the control requests' copies of seen values (host clock)
+_NULL_PAIR = 6000      # the trusted null pair request's copy of seen values (judge/null_prices.py)
 LOOP_ATTEMPTS = 3
 UNSEEN_AGAIN = 2       # re-measurements of pairs that said "remembers answers", at most

@@ -492,7 +492,10 @@ class Worker:
         that arrives later never lands in a storage an earlier one had."""
         k, seen = int(b["unseen"][0]), int(b["sets"][0])
         self._place_set(k, b["layout"], blobs)
-        rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3)
+        # `null`: the same request with the null function (and outputs of the call's shape) in the
+        # calls' place, which the judge's clock prices the pair requests by (checks/caching.py)
+        rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3,
+                    null_like=self.timed_like if b.get("null") else None)
         rec.wake_pool = True
         # The unseen values run in the seen set's storages (see _Reps._place): a plan or graph keyed
         # on pointers replays there, as on seen values, while an answer remembered by value misses.

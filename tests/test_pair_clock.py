@@ -1,0 +1,103 @@
+"""caching's pairs by the judge's clock (checks/pair_clock.py): the arithmetic on synthetic
+request durations, where the worker's own pair times say nothing."""
+
+import torch
+
+from kernelvet.checks import REGISTRY, pair_clock
+from kernelvet.evidence import Evidence
+from kernelvet.ids import ALL_CHECKS, CheckId
+from kernelvet.report import Status
+
+NULL_S = 0.003          # a pair request without the candidate
+UNIT_S = 0.001          # a seen call
+
+
+def _clock(unseen_calls_s, control_calls_s, null_s=NULL_S):
+    return {"unseen_s": null_s + unseen_calls_s, "control_s": null_s + control_calls_s, "null_s": NULL_S}
+
+
+def test_an_honest_pair_leaves_one_call_and_a_memo_leaves_its_miss():
+    honest = pair_clock.judged_pairs([_clock(3 * UNIT_S, 3 * UNIT_S)] * 5, UNIT_S, None, 0.0, "cpu")
+    assert not pair_clock.remembers(honest)
+    assert abs(honest[0]["unseen_ms"] - 1.0) < 1e-9 and abs(honest[0]["first_rep_price_ms"] - 1.0) < 1e-9
+    # a miss of 10 calls' time against hits of one: the control (a hit) prices the first rep alone
+    memo = pair_clock.judged_pairs([_clock(UNIT_S + 10 * UNIT_S + UNIT_S, 3 * UNIT_S)] * 5, UNIT_S, None, 0.0, "cpu")
+    assert pair_clock.remembers(memo) and abs(memo[0]["unseen_ms"] - 10.0) < 1e-9
+
+
+def test_a_stall_in_the_control_is_priced_only_up_to_its_cap_on_cuda_and_not_on_a_host_clock():
+    miss = 30 * UNIT_S
+    # the memo stalls its hit in the control's first rep as long as its miss takes: on CUDA the
+    # control prices at most CLOCK_PRICE_CAP calls of it; on the CPU, where honest pair requests
+    # run many times slower than the timing run, the stall is indistinguishable and it passes
+    stalled = [_clock(UNIT_S + miss + UNIT_S, UNIT_S + miss + UNIT_S)] * 5
+    cuda = pair_clock.judged_pairs(stalled, UNIT_S, None, 0.0, "cuda")
+    cap_ms = pair_clock.CLOCK_PRICE_CAP["cuda"] * UNIT_S * 1e3 + 0.005
+    assert all(abs(j["first_rep_price_ms"] - cap_ms) < 1e-9 for j in cuda)
+    assert pair_clock.remembers(cuda)
+    assert not pair_clock.remembers(pair_clock.judged_pairs(stalled, UNIT_S, None, 0.0, "cpu"))
+
+
+def test_the_controls_spread_widens_the_bound():
+    """A run whose controls (the same request on seen values) varied by 20 calls' time cannot
+    tell a pair 10 calls slower from noise."""
+    unseen = _clock(UNIT_S + 10 * UNIT_S + UNIT_S, 3 * UNIT_S)
+    quiet = pair_clock.judged_pairs([unseen] * 5, UNIT_S, None, 0.0, "cpu")
+    noisy = [_clock(3 * UNIT_S, 23 * UNIT_S), _clock(3 * UNIT_S, 33 * UNIT_S)]
+    judged = pair_clock.judged_pairs([unseen] * 3 + noisy, UNIT_S, None, 0.0, "cpu")
+    assert pair_clock.remembers(quiet) and not pair_clock.remembers(judged)
+    assert abs(judged[0]["control_spread_ms"] - 20.0) < 1e-9   # the widest one left out
+    one = pair_clock.judged_pairs([unseen] * 4 + noisy[1:], UNIT_S, None, 0.0, "cpu")
+    assert one[0]["control_spread_ms"] == 0.0 and pair_clock.remembers(one)
+
+
+def test_most_pairs_must_say_so():
+    slow, fine = _clock(30 * UNIT_S, 3 * UNIT_S), _clock(3 * UNIT_S, 3 * UNIT_S)
+    assert not pair_clock.remembers(pair_clock.judged_pairs([slow, slow, fine, fine, fine], UNIT_S, None, 0.0, "cpu"))
+    assert pair_clock.remembers(pair_clock.judged_pairs([slow, slow, slow, fine, fine], UNIT_S, None, 0.0, "cpu"))
+
+
+def test_a_slowed_null_pair_is_held_to_its_trusted_price():
+    """A worker that slows its null pair request by the miss's cost would have the judge subtract
+    the miss; the price is held to NULL_CAP x what the reference's worker paid."""
+    trusted = {"judge_s": NULL_S, "main_wait_s": 0.0}
+    miss = 40 * UNIT_S
+    slowed = {"unseen_s": NULL_S + miss + UNIT_S, "control_s": NULL_S + 2 * UNIT_S, "null_s": NULL_S + miss}
+    free = pair_clock.judged_pairs([slowed] * 5, UNIT_S, None, 0.0, "cpu")
+    held = pair_clock.judged_pairs([slowed] * 5, UNIT_S, trusted, 0.0, "cpu")
+    assert not pair_clock.remembers(free)
+    assert pair_clock.remembers(held) and all(j["null_capped"] for j in held)
+
+
+def _ev(clocks, **kw):
+    ev = Evidence(device=torch.device("cpu"), device_info={}, peaks=None, dtype=torch.float32, shape=(8, 8),
+                  flops=None, bytes_moved=None, inputs={}, refs64={}, reference_error=1e-7,
+                  poison_words=(0,), enabled=frozenset(ALL_CHECKS), integrity=[("import", {"moved": []})])
+    ev.timing = {"times_ms": [UNIT_S * 1e3] * 20, "lead_ms": 0.0}
+    ev.clocked_timing = [{"judge_s": 0.06, "cpu_s": None, "wait_s": 0.0, "main_wait_s": 0.0, "calls": 20,
+                          "reps": 20, "reported_ms": UNIT_S * 1e3, "warmup_ms": 25.0, "warmup_calls": 3}]
+    ev.null_timing = {"judge_s": 0.006 + 64 * 0.05e-3, "main_wait_s": 0.0, "reps": 64, "fixed_s": 0.006,
+                      "fixed_main_wait_s": 0.0}
+    ev.pair_clocks = clocks
+    ev.unseen_pairs = [(UNIT_S * 1e3, UNIT_S * 1e3)] * len(clocks)   # the worker: never slower
+    ev.unseen_controls = [(UNIT_S * 1e3, UNIT_S * 1e3)] * len(clocks)
+    for k, v in kw.items():
+        setattr(ev, k, v)
+    return ev
+
+
+def test_caching_fails_by_the_judges_clock_where_the_worker_says_nothing_is_slower():
+    memo = [_clock(UNIT_S + 20 * UNIT_S + UNIT_S, 3 * UNIT_S)] * 5
+    f = REGISTRY[CheckId.CACHING](_ev(memo))
+    assert f.status is Status.FAIL and f.evidence["by_judge_clock"], f.summary
+    assert "judge's clock" in f.summary and "5 of 5 pairs" in f.summary
+    honest = [_clock(3 * UNIT_S, 3 * UNIT_S)] * 5
+    assert REGISTRY[CheckId.CACHING](_ev(honest)).status is Status.PASS
+
+
+def test_without_a_priced_timing_request_the_pairs_are_not_judged_by_the_clock():
+    """timers waived: no null timing request, no judge's per-call time to scale the pairs by."""
+    memo = [_clock(UNIT_S + 20 * UNIT_S + UNIT_S, 3 * UNIT_S)] * 5
+    ev = _ev(memo, null_timing=None)
+    assert pair_clock.of(ev) == []
+    assert REGISTRY[CheckId.CACHING](ev).status is Status.PASS
