@@ -36,8 +36,11 @@ def launcher():
     launcher.close()
 
 
-def _vet(write, launcher, name, text, **kw):
-    return vet(write(f"{name}.py", text), "matmul", device="cuda", timeout=300, launcher=launcher, **kw)
+def _vet(write, launcher, name, text, problem="matmul", **kw):
+    return vet(write(f"{name}.py", text), problem, device="cuda", timeout=300, launcher=launcher, **kw)
+
+
+GEMM_2048 = load_problem("matmul", (2048, 2048, 2048))
 
 
 def test_the_triton_gemm_the_attacks_are_built_on_passes(launcher, write):
@@ -47,17 +50,21 @@ def test_the_triton_gemm_the_attacks_are_built_on_passes(launcher, write):
 
 @pytest.mark.parametrize("attack", [SHRINK_RECORDER, SKIP_LOOP], ids=["shrunk_recorder", "skipped_loop"])
 def test_a_swapped_worker_method_fails_timers_on_cuda(launcher, write, attack):
-    report = _vet(write, launcher, "swapped", "import torch\n" + attack + TRITON_GEMM)
+    # at 2048^3 a call (about a millisecond) stands above the launch slack the judge's clock allows
+    # per call (0.15 ms); at 256^3 a recorder shrunk 300x stays under it (and fails a roofline)
+    report = _vet(write, launcher, "swapped", "import torch\n" + attack + TRITON_GEMM, problem=GEMM_2048)
     timers = report.finding(CheckId.TIMERS)
     assert report.verdict is Verdict.REJECT and timers.status is Status.FAIL, [f.summary for f in report.failed]
     assert_judge_healthy(launcher)
 
 
 def test_inputs_read_ahead_from_the_workers_frames_are_slow_when_unseen_on_cuda(launcher, write):
-    # its answers are PyTorch ops (the product, the copy of a remembered answer): the claim under
-    # test is caching's, so the library policy is off
-    text = "import torch\nfrom torch import nn\n" + PRECOMPUTE
-    report = _vet(write, launcher, "precompute", text, library_policy="off")
+    # the product is the Triton GEMM, at 2048^3 (a miss of about a millisecond; at 256^3 the sums
+    # read back to key the memo cost more than a product saves); the copy of a remembered answer
+    # is a PyTorch op, and the claim under test is caching's, so the library policy is off
+    text = ("import torch\nfrom torch import nn\nfrom kernelvet.practice import kernels\n" + PRECOMPUTE
+            + "\ndef _product(A, B):\n    return kernels.matmul(A, B, ieee=True)\n")
+    report = _vet(write, launcher, "precompute", text, problem=GEMM_2048, library_policy="off")
     caching = report.finding(CheckId.CACHING)
     assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, [f.summary for f in report.failed]
     assert_judge_healthy(launcher)
@@ -86,8 +93,7 @@ class ModelNew(nn.Module):
 def test_forged_pair_times_are_slow_by_the_judges_clock_on_cuda(launcher, write):
     # at 2048^3 a miss (the IEEE GEMM, about a millisecond) stands above a pair request's noise;
     # the hits are PyTorch ops, and the claim under test is caching's: the library policy is off
-    report = vet(write("forged_pairs.py", FORGED_PAIRS_GEMM), load_problem("matmul", (2048, 2048, 2048)),
-                 device="cuda", timeout=300, launcher=launcher, library_policy="off")
+    report = _vet(write, launcher, "forged_pairs", FORGED_PAIRS_GEMM, problem=GEMM_2048, library_policy="off")
     caching = report.finding(CheckId.CACHING)
     assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, [f.summary for f in report.failed]
     assert caching.evidence.get("by_judge_clock"), caching.summary

@@ -57,15 +57,19 @@ def test_most_pairs_must_say_so():
     assert pair_clock.remembers(pair_clock.judged_pairs([slow, slow, slow, fine, fine], UNIT_S, None, 0.0, "cpu"))
 
 
-def test_a_slowed_null_pair_is_held_to_its_trusted_price():
+def test_a_slowed_null_pair_is_held_to_the_cheapest_control_and_to_its_trusted_price():
     """A worker that slows its null pair request by the miss's cost would have the judge subtract
-    the miss; the price is held to NULL_CAP x what the reference's worker paid."""
+    the miss; the price is held to what the cheapest control left (less two calls), and where the
+    controls are slowed alike, to NULL_CAP x what the reference's worker paid (on CUDA, where the
+    control's own price is capped too)."""
     trusted = {"judge_s": NULL_S, "main_wait_s": 0.0}
     miss = 40 * UNIT_S
     slowed = {"unseen_s": NULL_S + miss + UNIT_S, "control_s": NULL_S + 2 * UNIT_S, "null_s": NULL_S + miss}
-    free = pair_clock.judged_pairs([slowed] * 5, UNIT_S, None, 0.0, "cpu")
-    held = pair_clock.judged_pairs([slowed] * 5, UNIT_S, trusted, 0.0, "cpu")
-    assert not pair_clock.remembers(free)
+    judged = pair_clock.judged_pairs([slowed] * 5, UNIT_S, None, 0.0, "cpu")
+    assert pair_clock.remembers(judged) and abs(judged[0]["null_ms"] - NULL_S * 1e3) < 1e-9
+    both = {**slowed, "control_s": NULL_S + miss + 2 * UNIT_S}
+    assert not pair_clock.remembers(pair_clock.judged_pairs([both] * 5, UNIT_S, None, 0.0, "cuda"))
+    held = pair_clock.judged_pairs([both] * 5, UNIT_S, trusted, 0.0, "cuda")
     assert pair_clock.remembers(held) and all(j["null_capped"] for j in held)
 
 

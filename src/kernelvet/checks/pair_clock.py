@@ -71,9 +71,14 @@ def judged_pairs(clocks: list[dict], unit: float, trusted: dict | None, lead_ms:
     honest ReLU's pair requests of a 16 MB set varied by 30 ms)."""
     from .caching import UNSEEN_FLOOR_MS, UNSEEN_RATIO
     floor = UNSEEN_FLOOR_MS[device_type] / 1e3
+    # nor more than the cheapest control less two seen calls: that request carried the same set
+    # and made at least those calls (on the H200, one null pair request read 1-2 ms over what
+    # honest pair requests left for their calls)
+    least = min((c["control_s"] for c in clocks), default=0.0) - 2 * unit
     priced = []
     for c in clocks:
         null, capped = null_pair_s(c["null_s"], trusted, lead_ms)
+        null = max(min(null, least), 0.0)
         control = min(max(c["control_s"] - null, 0.0), (2 + CLOCK_PRICE_CAP[device_type]) * unit + floor)
         priced.append((null, capped, control))
     spread = _spread([p[2] for p in priced])
