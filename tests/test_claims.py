@@ -105,15 +105,19 @@ class ModelNew(nn.Module):
 """
 
 
-# A value-keyed memo (a hit: a few sums; a miss: the whole product) whose worker reports each
-# pair's unseen rep at its seen rep's time: the pair times say "never slower on new inputs".
-FORGED_PAIRS = FIND_WORKER + """
+# The worker's reply to a pair request, swapped: each unseen rep reported at its seen rep's time
+# (the pair times say "never slower on new inputs").
+FORGE_PAIR_REPLIES = FIND_WORKER + """
 _real_unseen = _kw.Worker._time_unseen
 def _time_unseen(self, b, blobs):
     kind, body, out = _real_unseen(self, b, blobs)
     body["unseen_pairs"] = [[s, s] for s, _u in body["unseen_pairs"]]
     return kind, body, out
 _kw.Worker._time_unseen = _time_unseen
+"""
+
+# ... around a value-keyed memo (a hit: a few sums; a miss: the whole product).
+FORGED_PAIRS = FORGE_PAIR_REPLIES + """
 _answers = {}
 def _fingerprint(A, B):
     return (tuple(A.shape), float(A.sum()), float(B.sum()), float(A[::7].sum()), float(B[:, ::5].sum()))

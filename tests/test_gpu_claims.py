@@ -13,7 +13,7 @@ from kernelvet.ids import CheckId
 from kernelvet.problem import load_problem
 from kernelvet.report import Status, Verdict
 
-from .test_claims import FIND_WORKER, PRECOMPUTE, SHRINK_RECORDER, SKIP_LOOP
+from .test_claims import FORGE_PAIR_REPLIES, PRECOMPUTE, SHRINK_RECORDER, SKIP_LOOP
 from .test_hostile import assert_judge_healthy
 
 pytestmark = pytest.mark.gpu
@@ -72,13 +72,7 @@ def test_inputs_read_ahead_from_the_workers_frames_are_slow_when_unseen_on_cuda(
 
 # A value-keyed memo around the Triton GEMM (a hit: four sums read back; a miss: the product),
 # whose worker reports each pair's unseen rep at its seen rep's time.
-FORGED_PAIRS_GEMM = "import torch\nfrom torch import nn\nfrom kernelvet.practice import kernels\n" + FIND_WORKER + """
-_real_unseen = _kw.Worker._time_unseen
-def _time_unseen(self, b, blobs):
-    kind, body, out = _real_unseen(self, b, blobs)
-    body["unseen_pairs"] = [[s, s] for s, _u in body["unseen_pairs"]]
-    return kind, body, out
-_kw.Worker._time_unseen = _time_unseen
+FORGED_PAIRS_GEMM = "import torch\nfrom torch import nn\nfrom kernelvet.practice import kernels\n" + FORGE_PAIR_REPLIES + """
 _answers = {}
 class ModelNew(nn.Module):
     def forward(self, A, B):
