@@ -184,6 +184,23 @@ def test_inputs_read_ahead_from_the_workers_frames_cannot_include_unseen_ones(la
     assert_judge_healthy(launcher)
 
 
+# A candidate that looks, at every call, for a pair request's carried set among the sets the
+# worker holds (an unseen set's key, a re-measurement's, a control copy's): found, it answers zeros.
+SPY_CARRIED = FIND_WORKER + """
+def _carried():
+    return [k for k in _worker.sets if 100 <= k < 200 or 3000 <= k < 4000 or 5000 <= k < 7000]
+""" + honest_matmul("if _carried():\n    out = torch.zeros_like(out)")
+
+
+def test_a_pair_requests_carried_set_is_not_held_when_the_candidate_runs(launcher, write):
+    """Copied into a seen set's storages, the carried set is dropped before the call: a read-ahead
+    of every set the worker holds finds no copy of a control's values at new pointers to pay for
+    (and so price its misses away), nor an earlier request's unseen set."""
+    report = vet(_write(write, "spy_carried", SPY_CARRIED), "matmul", device="cpu", timeout=120, launcher=launcher)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert report.finding(CheckId.CACHING).evidence["unseen_at_seen_pointers"] > 0
+
+
 def test_forged_pair_times_fail_caching_by_the_judges_clock(launcher, write):
     """The worker's pairs say "as fast on new inputs"; the requests carrying new inputs, by the
     judge's clock, took a whole product longer than their controls."""

@@ -74,6 +74,13 @@ class _Reps:
         # scheduler slices) to wake, the seen rep right after it none, and honest kernels read as
         # remembering answers. Woken alike, both sides of the pair meet the same pool.
         self.wake_pool = False
+        # A pair request's carried set, once copied into the seen set's storages, is dropped before
+        # the call: a candidate that computes ahead every set the worker holds (read from its
+        # frames) would otherwise find the carried copy of a control's seen values at new pointers
+        # and pay for it as for new values, so that the control priced its misses away (on the
+        # H200 a read-ahead around a Triton GEMM passed so). Never called on, its storage may be
+        # reused by a later set.
+        self.drop_carried = False
         self.first: dict[int, torch.Tensor] = {}
         self.times, self.order = [], []
         self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
@@ -255,6 +262,9 @@ class _Reps:
         for i in self._saved[at]:
             bound.copy_(dst[i], src[i])
         self.in_place += 1
+        if self.drop_carried:   # the values live on in `at` alone (see drop_carried)
+            w.sets.pop(u, None)
+            w.out_buffers.pop(u, None)
         return at
 
     def _restore(self, at: int, out):

@@ -496,7 +496,7 @@ class Worker:
         # calls' place, which the judge's clock prices the pair requests by (checks/caching.py)
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3,
                     null_like=self.timed_like if b.get("null") else None)
-        rec.wake_pool = True
+        rec.wake_pool = rec.drop_carried = True
         # The unseen values run in the seen set's storages (see _Reps._place): a plan or graph keyed
         # on pointers replays there, as on seen values, while an answer remembered by value misses.
         rec.rep(k, seen=False, at=seen)
