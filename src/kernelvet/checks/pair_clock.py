@@ -37,8 +37,7 @@ PAIR_JITTER = 0.25
 # The most the control's two reps may exceed two units by (its first rep's price), in units. On
 # a host clock, none: an honest CPU matmul's pair requests read 14x its timing run's median per
 # rep on a 2-core host, so a control made slow on purpose cannot be told from one the host made
-# slow. On CUDA, 8 (caching.CONTROL_PRICE_CAP,
-# for the worker's own split of a request's reps, is 4).
+# slow. On CUDA, 8 (caching.CONTROL_PRICE_CAP, for the worker's own split of a request's reps, is 4).
 CLOCK_PRICE_CAP = {"cuda": 8.0, "cpu": math.inf}
 
 

@@ -55,13 +55,14 @@ def null_loop(w, set_id: int, n: int, max_blob) -> dict:
     return {"n": n, **sched.between(before, sched.sample(w.clock_pid))}
 
 
-def null_pair(w, seen: int, values: list, max_blob) -> dict:
+def null_pair(w, seen: int, values: list, max_blob, lead_ms: float = 0.0) -> dict:
     """A pair request (judge/plan.py, `unseen_pairs`) with the null function in the calls' place:
-    a copy of seen set `seen`'s values carried, two reps' own work, outputs of the call's shape
-    sent back, by the judge's clocks; the copy released after."""
+    a copy of seen set `seen`'s values carried, two reps' own work (each after a spin of `lead_ms`
+    on CUDA, as the candidate's reps), outputs of the call's shape sent back, by the judge's
+    clocks; the copy released after."""
     layout, blobs = _encode_set(values)
     before = sched.sample(w.clock_pid)
-    w.request("time", _pair_body(seen, _NULL_PAIR, layout, 0.0, null=True), blobs, max_blob_bytes=max_blob)
+    w.request("time", _pair_body(seen, _NULL_PAIR, layout, lead_ms, null=True), blobs, max_blob_bytes=max_blob)
     got = sched.between(before, sched.sample(w.clock_pid))
     w.request("release", {"sets": [_NULL_PAIR]})
     return got

@@ -290,7 +290,7 @@ class Plan:
         ev.pair_clocks = clocks
         return pairs, waits, controls
 
-    def _pair_request(self, k, vals, seen, control: bool = False, null: bool = False) -> tuple[list, float | None, float]:
+    def _pair_request(self, k, vals, seen, control: bool = False) -> tuple[list, float | None, float]:
         """One timing request carrying set `k` (values `vals`): its rep, then one on seen set `seen`.
         Returns the worker's [seen ms, carried ms] pairs, the longest thread wait in ms, and the
         request's duration by the judge's clock, less its serving thread's waits for a core, in s."""
@@ -298,36 +298,35 @@ class Plan:
         layout, blobs = _encode_set(vals)
         lead_ms = float((ev.timing or {}).get("lead_ms", 0.0))
         before = sched.sample(self.w.clock_pid)
-        msg = self.record("timing", None, self.w.request("time", _pair_body(seen, k, layout, lead_ms, null), blobs,
+        msg = self.record("timing", None, self.w.request("time", _pair_body(seen, k, layout, lead_ms), blobs,
                                                          max_blob_bytes=self.max_blob))
         clock = sched.between(before, sched.sample(self.w.clock_pid))
         wait_s = clock["max_thread_wait_s"]
         net_s = clock["judge_s"] - (clock.get("main_wait_s") or 0.0)
-        if null:   # the null function's outputs: nothing of the candidate's to verify
-            return [], None, net_s
         self.timed_outputs(msg, () if control else (k,))
         ev.timing = _faults_kept(ev.timing or {}, msg.body)
         if not control:
             ev.unseen_in_place += int(msg.body.get("unseen_in_place") or 0)
         return msg.body.get("unseen_pairs", []), None if wait_s is None else wait_s * 1e3, net_s
 
-    def _control_request(self, seen, null: bool = False) -> tuple[list, float | None, float]:
+    def _control_request(self, seen) -> tuple[list, float | None, float]:
         """A pair request like an unseen one, carrying a copy of the values seen set `seen` holds
         now, under a key of its own (placed, like an unseen set, in `seen`'s storages): a kernel
         that remembers answers by value answers its first rep from memory."""
         key = _CONTROL + len(self.controls)
         self.controls[key] = seen   # its outputs are verified as the seen set's
-        got = self._pair_request(key, self.values[self.set_values[seen]], seen, control=True, null=null)
+        got = self._pair_request(key, self.values[self.set_values[seen]], seen, control=True)
         if (self.ev.extra.get("holding") or {}).get("lean"):   # as its unseen twin is, by _let_go
             self.w.request("release", {"sets": [key]})
             self.released.add(key)
         return got
 
     def _null_pair(self, seen) -> float:
-        """The judge's price of a pair request without the candidate: a control request (a set of
-        the problem's size carried, two reps' own work, outputs of the call's shape sent back) with
-        the null function in the calls' place, by the judge's clock, in s."""
-        return self._control_request(seen, null=True)[2]
+        """The judge's price of a pair request without the candidate (null_prices.null_pair, with
+        the candidate's lead spin), by the judge's clock less its serving thread's waits, in s."""
+        lead_ms = float((self.ev.timing or {}).get("lead_ms", 0.0))
+        got = null_prices.null_pair(self.w, seen, self.values[self.set_values[seen]], self.max_blob, lead_ms)
+        return got["judge_s"] - (got.get("main_wait_s") or 0.0)
 
     def clocked_time(self, body: dict):
         """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the

@@ -488,12 +488,13 @@ class Worker:
     def _time_unseen(self, b: dict, blobs):
         """A seen/unseen pair: one rep on the set this request carries, before any other candidate
         code runs in this request (nothing can have been computed from it ahead of its call), then
-        one rep on a seen set, under the same conditions. The set is kept, as every set is: a set
-        that arrives later never lands in a storage an earlier one had."""
+        one rep on a seen set, under the same conditions. Where it runs in the seen set's storages,
+        the carried set itself is dropped before the call (`_Reps.drop_carried`): no call ever ran
+        in its storage, so a later set landing there meets no pointer a candidate has seen."""
         k, seen = int(b["unseen"][0]), int(b["sets"][0])
         self._place_set(k, b["layout"], blobs)
         # `null`: the same request with the null function (and outputs of the call's shape) in the
-        # calls' place, which the judge's clock prices the pair requests by (checks/caching.py)
+        # calls' place, which the judge's clock prices the pair requests by (checks/pair_clock.py)
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3,
                     null_like=self.timed_like if b.get("null") else None)
         rec.wake_pool = rec.drop_carried = True
