@@ -159,6 +159,23 @@ def test_identity_constant_output_ignores_its_input():
     assert f.status is Status.FAIL and "ignores its input" in f.summary
 
 
+def test_identity_cannot_tell_answers_closer_than_precision_allows_and_says_so():
+    # KernelBench's level 2 problem 36 at its own sizes: GELU of sums far below zero, plus a bias,
+    # is the bias whatever the input; true answers differ by 1e-11 of their norm, float32 rounds
+    # them to one output, and the reference implementation itself returns a constant
+    ev = _ev("cpu")
+    bias = torch.full((8, 8), 0.7, dtype=torch.float64)
+    ev.refs64 = {k: bias + 1e-11 * v[0].double() for k, v in ev.inputs.items()}
+    honest = {k: ev.refs64[k].float() for k in (1, 2, 3)}
+    assert len({float(o.sum()) for o in honest.values()}) == 1   # one float32 output for all three
+    f = REGISTRY[CheckId.IDENTITY](_fresh(ev, honest))
+    assert f.status is Status.SKIP and "inconclusive" in f.summary and f.evidence["untold"] == 3, f.summary
+    # where the answers are told apart, the same constant still ignores its input
+    ev.refs64 = {k: bias + 1e-2 * v[0].double() for k, v in ev.inputs.items()}
+    f = REGISTRY[CheckId.IDENTITY](_fresh(ev, honest))
+    assert f.status is Status.FAIL and "ignores its input" in f.summary
+
+
 def test_identity_needs_three_independent_sets():
     ev = _ev("cpu")
     f = REGISTRY[CheckId.IDENTITY](_fresh(ev, {1: ev.refs64[1].float(), 2: ev.refs64[2].float()}))

@@ -168,6 +168,13 @@ def ulp_stats(out: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> dic
 _SAMPLE = 1_000_000   # elements the ULP statistics are taken over, at most
 
 
+def norm(t: torch.Tensor) -> float:
+    """||t|| in float64 (slice by slice: CHUNK)."""
+    flat = t.reshape(-1)
+    return math.sqrt(sum(torch.linalg.vector_norm(flat[sl].to(torch.float64)).item() ** 2
+                         for sl in _slices(flat.numel())))
+
+
 def rel_distance(a: torch.Tensor, b: torch.Tensor) -> float:
     """||a - b|| / ||b||, both read as float64; inf when shapes cannot be compared."""
     if a.numel() != b.numel():
