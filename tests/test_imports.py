@@ -39,7 +39,7 @@ GROUPS = {
     # evidence gathering that decides nothing (the source resolver)
     "checks.source_scan": "analysis",
     # shared by every process: errors, devices, problems and their formats, dispatch modes
-    "": "core", "errors": "core", "devices": "core", "problem": "core", "problems": "core",
+    "": "core", "errors": "core", "devices": "core", "problem": "core", "as64": "core", "problems": "core",
     "formats": "core", "dispatch_modes": "core",
     # outputs of any structure, argmax ties, the reference's weights: judge and worker agree on them
     "outputs": "core", "index_ties": "core", "weights": "core",

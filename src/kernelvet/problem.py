@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import index_ties, metrics, outputs, problems, sizes
+from . import as64, index_ties, metrics, outputs, problems, sizes
 from .errors import ProblemError, UsageError
 from .formats import gpumode, gpumode_tolerance, kernelbench, task_yml
 from .protocol import DTYPE_SIZES
@@ -181,8 +181,24 @@ def _deterministic_once(model, m64, inputs: list, device, where: str, out: torch
     """The first float64 output of `model` (`out`, on `inputs`) made again and compared: once per
     model (_check_same)."""
     if model not in _DETERMINISM_CHECKED:
-        _check_same(out, _forward64(m64, inputs, device, where), where)
+        before = _rng_states(device)
+        again = _forward64(m64, inputs, device, where)
+        if any(not torch.equal(a, b) for a, b in zip(before, _rng_states(device))):
+            raise ProblemError(f"{where}: the reference Model.forward is nondeterministic: it draws random numbers "
+                               "(torch's random generator advanced during a call), so its output is not a function "
+                               "of its inputs and weights alone and it cannot judge anyone (random draws, dropout in "
+                               "training mode, or a random module such as RReLU in training mode, inside forward?)")
+        _check_same(out, again, where)
         _DETERMINISM_CHECKED.add(model)
+
+
+def _rng_states(device) -> list[torch.Tensor]:
+    """The states of torch's generators a forward on `device` may draw from: the host's, and the device's."""
+    states = [torch.random.get_rng_state()]
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        states.append(torch.cuda.get_rng_state(dev))
+    return states
 
 
 # The float64 copies of a reference's parameters, by model and device, each with the versions of
@@ -208,20 +224,22 @@ def _model64(model: torch.nn.Module, device) -> torch.nn.Module:
                 cached.append((c, p._version, c._version))
         by_device[str(device)] = cached
     memo = {id(p): c for p, (c, _, _) in zip(params, cached)}
-    return copy.deepcopy(model, memo).to(device=device, dtype=torch.float64)
+    m64 = copy.deepcopy(model, memo)
+    as64.rebind_closures(m64, memo)
+    return m64.to(device=device, dtype=torch.float64)
 
 
 def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> torch.Tensor:
     args = [_to64(x, device) for x in inputs]
     rec = None
     try:
-        with torch.no_grad():
+        with torch.no_grad(), as64.Factories64():
             out = outputs.pack(m64(*args), torch.float64)
         if isinstance(out, torch.Tensor) and not (out.is_floating_point() or out.is_complex()):
             # Index outputs only: the forward again under the recorder of argmax/argmin ties (a
             # dispatch mode, which costs a float reference time and imports Dynamo in the judge).
             rec = index_ties.Recorder()
-            with torch.no_grad(), rec:
+            with torch.no_grad(), as64.Factories64(), rec:
                 out = outputs.pack(m64(*args), torch.float64)
     except Exception as exc:  # noqa: BLE001 - the problem's own failure, reported against its file
         if sizes.is_out_of_memory(exc):   # the machine's limit, not a mistake in the file
