@@ -71,6 +71,8 @@ def _child(ctl: socket.socket, fd: int, req: dict) -> None:
                 raise
             took["net"] = "namespace"
         took["caches"] = _private_caches(req["cwd"])
+        if not req["cuda"]:
+            took["triton"] = _triton_on_the_host()
         # From this process, not the launcher: the judge learns our pid from the kernel (SCM_CREDENTIALS).
         _send(ctl, op="spawned", job=req["job"], containment=took)
         ctl.close()
@@ -104,6 +106,20 @@ def _private_caches(cwd: str) -> str:
     cache = os.path.join(cwd, ".cache")
     os.environ.update({var: os.path.normpath(os.path.join(cache, sub)) if sub else cwd for var, sub in CACHE_ENV.items()})
     return "private"
+
+
+def _triton_on_the_host() -> str:
+    """A worker without a device runs Triton kernels in Triton's interpreter (on the host's
+    tensors, through numpy): a Triton candidate is judged for what it computes on a CPU too,
+    rather than failing for want of a GPU driver. Its times are the interpreter's.
+    Triton's own library (`tl.max`, `tl.sum`, ...) is made of @jit functions, bound to the compiler
+    or to the interpreter as `triton.language` is imported: the launcher imported it for CUDA
+    workers, so a host worker drops those modules and the candidate's import loads them afresh
+    (all but the compiled extension, `triton._C`, which cannot register its types twice)."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    for name in [n for n in sys.modules if (n == "triton" or n.startswith("triton.")) and not n.startswith("triton._C")]:
+        del sys.modules[name]
+    return "interpreter"
 
 
 def _refusal(req) -> str | None:
