@@ -83,7 +83,10 @@ def output_spec(path: str) -> dict:
     """The reference's output structure: {"tensor": [shape], "dtype"} (or a list of them, or
     {"value": x}), from one run on the meta device, else one real run."""
     import torch
-    mod = _load(path)
+    try:
+        mod = _load(path)
+    except Exception as exc:  # noqa: BLE001 - a problem that does not import (a module it needs is absent)
+        return {"output": None, "how": None, "error": f"import: {type(exc).__name__}: {str(exc)[:200]}"}
     errors = []
     for device in ("meta", "cuda" if torch.cuda.is_available() else "cpu"):
         try:
