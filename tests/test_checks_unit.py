@@ -170,6 +170,7 @@ def test_identity_cannot_tell_answers_closer_than_precision_allows_and_says_so()
     assert len({float(o.sum()) for o in honest.values()}) == 1   # one float32 output for all three
     f = REGISTRY[CheckId.IDENTITY](_fresh(ev, honest))
     assert f.status is Status.SKIP and "inconclusive" in f.summary and f.evidence["untold"] == 3, f.summary
+    # a copy of an input is still a copy, however close the answer lies (practice's copy_input)
     # where the answers are told apart, the same constant still ignores its input
     ev.refs64 = {k: bias + 1e-2 * v[0].double() for k, v in ev.inputs.items()}
     f = REGISTRY[CheckId.IDENTITY](_fresh(ev, honest))
