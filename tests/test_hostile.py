@@ -81,7 +81,8 @@ def containment(launcher) -> dict:
 
 def test_containment_is_reported_and_closed(launcher):
     c = containment(launcher)
-    assert set(c) == {"sandbox", "net", "limits", "max_procs", "caches", "confined"} and c["max_procs"] == 16
+    assert set(c) == {"sandbox", "net", "limits", "max_procs", "caches", "confined", "triton"} and c["max_procs"] == 16
+    assert c["triton"] == "interpreter"   # a worker without a device runs Triton in its interpreter
     assert c["caches"] == "private"
     assert c["limits"]["core"] == 0 and c["limits"]["nofile"] == 1024 and c["limits"]["cpu_s"] >= 30
     with pytest.raises(RuntimeError, match="exactly the keys"):

@@ -88,3 +88,20 @@ print(json.dumps({{"code": code, "imported": "triton" in sys.modules, "installed
 """, str(tmp_path))
     assert got["code"] == 0 and not got["imported"], got
     assert got["reported"] == got["installed"], got
+
+
+@pytest.mark.gpu
+def test_a_cuda_worker_starts_with_tritons_installation_hash_paid(tmp_path):
+    """The launcher hashes Triton's installation, or installs the hash it stored, before it forks
+    (0.3-0.4 s that each worker's first kernel would otherwise pay); a CUDA worker finds the answer
+    cached, whichever way the launcher got it."""
+    from kernelvet import vet
+    from kernelvet.practice import by_name
+    from kernelvet.report import Verdict
+    honest = by_name("triton_gemm_ieee")
+    path = tmp_path / "key.py"
+    path.write_text(open(honest.path).read() + "\nimport triton.runtime.cache as _c\n"
+                    "print('KEYS', _c.triton_key.cache_info().currsize, flush=True)\n")
+    report = vet(str(path), honest.problem_ref, device="cuda")
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert "KEYS 1" in report.candidate_output, report.candidate_output

@@ -91,7 +91,8 @@ def test_worker_sees_nothing_of_the_judges_start(write):
     spied = json.loads(proc.stdout.split("SPY ", 1)[1].splitlines()[0])
     assert os.path.basename(spied["argv"][0]) == "launcher.py" and len(spied["argv"]) == 3   # its socket, its mode
     from kernelvet.launcher import CACHE_ENV
-    assert not set(spied["env"]) - set(spawn.worker_env()) - {"TMPDIR", "HOME"} - set(CACHE_ENV), spied["env"]
+    assert not set(spied["env"]) - set(spawn.worker_env()) - {"TMPDIR", "HOME", "TRITON_INTERPRET"} - set(CACHE_ENV), \
+        spied["env"]
     assert len(spied["fds"]) <= 5, spied["fds"]   # stdin, stdout, stderr, its socket, listdir's own
 
 
@@ -135,15 +136,16 @@ def test_bad_waivers_are_usage_errors(allow):
         vet(e.path, e.problem_ref, device="cpu", allow=allow)
 
 
-def test_a_worker_starts_with_tritons_installation_hash_paid(write):
-    """The launcher hashes Triton's installation, or installs the hash it stored, before it forks
-    (0.3-0.4 s that each worker's first kernel would otherwise pay); a worker finds the answer
-    cached, whichever way the launcher got it (see test_triton_key.py for both)."""
+def test_a_host_worker_imports_triton_afresh_for_its_interpreter(write):
+    """The launcher imported Triton for its CUDA workers, its installation hash paid before it forks
+    (tests/test_triton_key.py; on a GPU, test_a_cuda_worker_starts_with_tritons_installation_hash_paid
+    there); a worker without a device drops those modules, and the candidate's import loads Triton
+    in its interpreter, which compiles nothing and needs no hash."""
     pytest.importorskip("triton")
-    body = honest_matmul("import triton.runtime.cache as c\nprint('KEYS', c.triton_key.cache_info().currsize, flush=True)")
+    body = honest_matmul("import triton\nprint('INTERPRET', triton.knobs.runtime.interpret, flush=True)")
     report = vet(write("key.py", MATMUL_HEADER + body), "matmul", device="cpu")
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    assert "KEYS 1" in report.candidate_output, report.candidate_output
+    assert "INTERPRET True" in report.candidate_output, report.candidate_output
 
 
 # The worker's own code, broken from inside it (the candidate controls the worker): a method of
