@@ -173,6 +173,61 @@ def test_a_loop_that_skips_its_calls_fails_timers_from_below(launcher, write):
     assert_judge_healthy(launcher)
 
 
+# A call of a fixed CPU cost (pure Python work: the host's load stretches its wall time, never
+# its CPU time), with its library product: the judge's clocks, not the policy, are under test.
+FIXED_COST = """
+def _work():
+    total = 0
+    for i in range(400_000):
+        total += i & 7
+    return total
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        _work()
+        return torch.mm(A, B)
+"""
+
+# The recorder shrunk by less than timers.RATIO: within the bound, so timers passes.
+SHRINK_6 = SHRINK_RECORDER.replace("ms / 300", "ms / 6")
+
+# ... and the judge-clocked loop made to run a sixth of its calls, so that it agrees with the
+# shrunk reports: only calls on values never seen before (the pair requests) and the timing
+# request's own reps are left to bound the time.
+SKIP_LOOP_6 = SHRINK_6 + """
+_real_loop = _kw.Worker._do_loop
+def _do_loop(self, msg):
+    if not msg.body.get("fetch") and not msg.body.get("null"):
+        msg.body["n"] = max(1, int(msg.body["n"]) // 6)
+    return _real_loop(self, msg)
+_kw.Worker._do_loop = _do_loop
+"""
+
+
+def _fixed_cost_report(launcher, write, name, attack=""):
+    path = _write(write, name, attack + FIXED_COST)
+    return vet(path, "matmul", device="cpu", timeout=180, launcher=launcher, allow=["library-call"])
+
+
+def test_a_recorder_shrunk_within_the_bound_is_ranked_at_the_judges_clock(launcher, write):
+    honest = _fixed_cost_report(launcher, write, "fixed_cost")
+    assert honest.verdict is Verdict.PASS and honest.timing.vouched, [f.summary for f in honest.failed]
+    assert honest.timing.judge_least_ms <= honest.timing.median_ms == honest.timing.ranked_ms, honest.timing
+    forged = _fixed_cost_report(launcher, write, "fixed_cost_shrunk", SHRINK_6)
+    t = forged.timing
+    assert forged.verdict is Verdict.PASS and t.vouched, [f.summary for f in forged.failed]
+    # reported a sixth of the call; ranked at no less than the loop's per call over LEAST_RATIO
+    assert t.judge_least_ms >= 2 * t.median_ms and t.ranked_ms == t.judge_least_ms, t
+    assert forged.to_json()["timing"]["speedup"] == pytest.approx(t.reference_median_ms / t.judge_least_ms)
+    assert_judge_healthy(launcher)
+
+
+def test_a_loop_that_skips_calls_to_match_a_shrunk_recorder_is_ranked_by_the_calls_it_cannot_skip(launcher, write):
+    forged = _fixed_cost_report(launcher, write, "fixed_cost_skip", SKIP_LOOP_6)
+    t = forged.timing
+    assert t.judge_least_ms >= 2 * t.median_ms and t.ranked_ms == t.judge_least_ms, t
+    assert_judge_healthy(launcher)
+
+
 def test_inputs_read_ahead_from_the_workers_frames_cannot_include_unseen_ones(launcher, write):
     """Every set the worker holds is answered ahead; the unseen sets, each inside the one request
     that times it, are not there to be read before their call, and come out slow (caching)."""
@@ -309,3 +364,34 @@ def test_a_time_the_judges_clocks_did_not_bound_is_not_vouched(launcher, write):
     waived = vet(path, "matmul", device="cpu", timeout=120, launcher=launcher, allow=["timers"])
     assert waived.verdict is Verdict.PASS and waived.timing.vouched is False
     assert waived.to_json()["timing"]["vouched"] is False
+
+
+def test_the_least_time_comes_off_the_launch_slack_and_over_its_ratio():
+    from kernelvet.checks import timers
+    assert timers.least_ms(0.1, "cuda") == 0.0      # a launch-bound call's host pace: no device time
+    assert timers.least_ms(3.15, "cuda") == pytest.approx(3.0 / timers.LEAST_RATIO)
+    assert timers.least_ms(10.05, "cpu") == pytest.approx(10.0 / timers.LEAST_RATIO)
+
+
+def test_a_loop_that_agrees_ranks_a_report_below_its_least_at_the_least():
+    from kernelvet.judge.assembly import _judge_least_ms
+    from kernelvet.report import Timing
+    honest = _ev(loop=[_loop(5.0, 5.2, n=12)])
+    assert _judge_least_ms(honest) < 5.0
+    forged = _ev(loop=[_loop(5.0 / 4, 5.0, n=12)])   # within RATIO: timers agrees
+    assert _timers(forged).status is Status.PASS
+    least = _judge_least_ms(forged)
+    assert least == pytest.approx((5.0 - 0.05) / 1.5, rel=1e-6)
+    t = Timing(method="-", raw_ms=(1.25,) * 5, reference_raw_ms=(5.0,) * 5, judge_least_ms=least)
+    assert t.ranked_ms == least and t.speedup == pytest.approx(5.0 / least)
+    assert t.to_json()["median_ms"] == 1.25 and t.to_json()["judge_least_ms"] == least
+
+
+def test_the_pair_requests_least_is_not_lowered_by_a_forged_median():
+    """A control prices a request's first rep in units of the reported median: a worker that
+    halves its reports doubles that price, and must not take a whole call off the unseen request."""
+    from kernelvet.checks import pair_clock
+    clocks = [{"unseen_s": 0.024, "control_s": 0.024, "null_s": 0.002}] * 5   # two 10 ms calls each
+    honest = pair_clock.least_ms(pair_clock.judged_pairs(clocks, 0.010, None, 0.0, "cpu"), "cpu")
+    halved = pair_clock.least_ms(pair_clock.judged_pairs(clocks, 0.005, None, 0.0, "cpu"), "cpu")
+    assert 0 < honest < 10.0 and halved >= honest, (honest, halved)

@@ -17,7 +17,7 @@ def preload() -> None:
     report_json({"verdict": "pass", "problem": {"name": "-"}, "device": {"type": "cpu"},
                  "findings": [{"check": "-", "status": s, "summary": "-"} for s in _STYLE],
                  "timing": {"median_ms": 1.0, "iqr_ms": 0.1, "reps": 1, "reference_median_ms": 1.0, "speedup": 1.0,
-                            "tflops": 1.0, "pct_of_peak": 1.0, "method": "-"},
+                            "tflops": 1.0, "pct_of_peak": 1.0, "method": "-", "judge_least_ms": 2.0},
                  "phases_s": {"-": 0.0}, "requests_s": {"-": [1, 0.0]}, "candidate_output": "-"},
                 verbose=True, console=con)
 
@@ -53,6 +53,10 @@ def report_json(data: dict, verbose: bool = False, console: Console | None = Non
         if t.get("pct_of_peak"):
             parts.append(f"{t['pct_of_peak']:.1f}% of peak")
         con.print("timing: " + ", ".join(parts) + f"  [dim]({t.get('method')})[/]")
+        least = t.get("judge_least_ms")
+        if least is not None and least > t["median_ms"]:
+            con.print(f"[yellow]ranked at {least:.4g} ms per call: the judge's own clock saw the calls take at "
+                      f"least that, more than the reported median[/]")
         if t.get("vouched") is False:
             con.print("[yellow]timing not vouched: the judge's clocks did not bound it (timers waived or "
                       "inconclusive); it is the worker's word[/]")

@@ -85,7 +85,8 @@ def _timing(report) -> dict | None:
         return None
     return {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "reps": t.reps,
             "reference_median_ms": t.reference_median_ms, "speedup": t.speedup,
-            "tflops": t.tflops, "gbps": t.gbps, "vouched": t.vouched}
+            "tflops": t.tflops, "gbps": t.gbps, "vouched": t.vouched, "judge_least_ms": t.judge_least_ms,
+            "ranked_ms": t.ranked_ms}
 
 
 def _problem_failure(record: Record) -> bool:

@@ -33,7 +33,8 @@ class Record:
     candidate: str
     verdict: str
     failed: tuple[tuple[str, str], ...] = ()
-    timing: dict | None = None        # median_ms, iqr_ms, reps, reference_median_ms, speedup, tflops, gbps, vouched
+    timing: dict | None = None        # median_ms, iqr_ms, reps, reference_median_ms, speedup, tflops, gbps, vouched,
+                                      # judge_least_ms, ranked_ms
     vet_s: float = 0.0
     error: str | None = None
     fault: str | None = None

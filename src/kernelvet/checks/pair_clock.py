@@ -86,7 +86,15 @@ def judged_pairs(clocks: list[dict], unit: float, trusted: dict | None, lead_ms:
         first = max(control - 2 * unit, 0.0)
         unseen = c["unseen_s"] - null - unit - first
         bound = UNSEEN_RATIO * unit + PAIR_FLOOR_S[device_type] + PAIR_JITTER * null + spread
+        # both calls of the unseen request, beyond its noise and less its two reps' lead spins (CUDA:
+        # time before each call): the unseen one ran on values never seen, so no report of the
+        # candidate's makes this shorter than one honest call. Its first rep's price comes off only
+        # up to the pair floor (an honest one: 0.07-0.25 ms on a host clock, up to 0.3 ms on the
+        # H200): the control prices it in units of the reported median, which a forger halves
+        calls = (c["unseen_s"] - null - min(first, PAIR_FLOOR_S[device_type]) - (bound - UNSEEN_RATIO * unit)
+                 - 2 * lead_ms / 1e3)
         out.append({"unseen_ms": unseen * 1e3, "bound_ms": bound * 1e3, "first_rep_price_ms": first * 1e3,
+                    "calls_ms": calls * 1e3,
                     "null_ms": null * 1e3, "null_capped": capped, "control_spread_ms": spread * 1e3,
                     "slower": unseen > bound})
     return out
@@ -97,6 +105,16 @@ def _spread(controls: list[float]) -> float:
     does not widen every pair's bound)."""
     ranked = sorted(controls)
     return ranked[-2] - ranked[0] if len(ranked) > 2 else (ranked[-1] - ranked[0] if ranked else 0.0)
+
+
+def least_ms(judged: list[dict], device_type: str) -> float | None:
+    """The least time per call a report may rank by, from the unseen requests' two calls by the
+    judge's clock (their median: one slow moment of the host raises nothing): a worker that runs
+    fewer calls than the judge's loop asks for, and reports the times to match, still pays one
+    call on new values per pair request."""
+    if not judged:
+        return None
+    return timers.least_ms(statistics.median(j["calls_ms"] for j in judged) / 2, device_type)
 
 
 def remembers(judged: list[dict]) -> bool:

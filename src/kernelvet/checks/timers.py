@@ -47,6 +47,14 @@ RATIO = 8.0
 SLACK_MS = {"cuda": 0.15, "cpu": 0.05}
 
 
+# The judge's loop also sets the least time per call a report may rank by (`least_ms`): a
+# recorder that shrinks its times by less than RATIO passes the bound above, and would earn its
+# shrink as speed. Honest reps and a loop of the same calls agree within a few percent on a quiet
+# host (a loop's calls run warm, without a flush: faster, not slower); beyond the launch slack, a
+# loop per call over LEAST_RATIO times the reported median caps the time ranked at the loop's.
+LEAST_RATIO = 1.5
+
+
 # A loop this much faster per call than the reported time, by both of the judge's clocks, skipped
 # its calls: back to back, without flushes, a call runs faster than per rep (warm caches), but not
 # 8x; and the loop's work must be long enough (FLOOR_MIN_MS at the floor, in all) to be told from
@@ -212,11 +220,18 @@ def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0, trust
     says = "disagrees" if skipped else _says(per_call, bound, cpu, attempt.get("wait_s"),
                                              attempt.get("null_wait_s"), n, attempt["judge_s"])
     return {"reported_ms": attempt["reported_ms"], "judge_per_call_ms": per_call, "judge_wall_per_call_ms": wall,
+            "least_ms": least_ms(per_call, device_type),
             "judge_cpu_per_call_ms": cpu, "judge_max_per_call_ms": most, "bound_ms": bound, "floor_ms": floor,
             "n": n, "skipped": skipped, "wait_s": attempt.get("wait_s"), "main_wait_s": attempt.get("main_wait_s"),
             "null_capped": wall_capped or cpu_capped, "says": says, "agrees": says == "agrees",
             # how the loop's length was bounded: the pilot and its null twin, by the judge's clock
             "pilot_s": attempt.get("pilot_s"), "null_pilot_s": attempt.get("null_pilot_s"), "cap": attempt.get("cap")}
+
+
+def least_ms(per_call_ms: float, device_type: str) -> float:
+    """The least time per call a report may rank by, from a per-call time the judge's clock saw:
+    less the launch slack (a launch-bound call's host pace is no device time), over LEAST_RATIO."""
+    return max(per_call_ms - SLACK_MS[device_type], 0.0) / LEAST_RATIO
 
 
 def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None = None) -> dict:
@@ -259,6 +274,7 @@ def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None 
     else:
         says = "disagrees"
     return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
+            "lead_per_call_ms": lead_ms,
             "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
             "null_capped": capped, "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}
 

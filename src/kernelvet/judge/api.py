@@ -23,7 +23,7 @@ from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, CheckId
 from ..problem import Problem, load_problem, reference64
 from ..refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own_sets
 from ..report import Report, Status, Timing, Verdict
-from .assembly import _mark_not_run, _vouched_times
+from .assembly import _judge_least_ms, _mark_not_run, _vouched_times
 from .bodies import _load_body
 from .lean import _moved
 from .placement import _judged_on, draws_on
@@ -407,7 +407,8 @@ class _Vet:
                 raw_ms=tuple(_vouched_times(ev)), reference_raw_ms=tuple(ref_run["times_ms"]),
                 flops=flops, bytes_moved=bytes_moved,
                 peak_flops=pk.for_dtype(out_dtype) if pk else None, peak_bytes_per_s=pk.bandwidth if pk else None,
-                vouched=any(f.check is CheckId.TIMERS and f.status is Status.PASS for f in findings))
+                vouched=any(f.check is CheckId.TIMERS and f.status is Status.PASS for f in findings),
+                judge_least_ms=_judge_least_ms(ev))
         phases["total"] = time.monotonic() - self.t_start
         return Report(
             verdict=verdict, findings=findings, timing=timing, problem=self.prob.to_json(),

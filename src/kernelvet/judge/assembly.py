@@ -1,10 +1,11 @@
 """The report's parts the evidence does not hold as such: findings an early stop left without
-evidence, the times the judge's clock vouched for."""
+evidence, the times the judge's clock vouched for and the least it allows."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from ..checks import pair_clock, timers
 from ..checks.timers import judge_clock
 from ..evidence import Evidence
 from ..report import Status
@@ -27,3 +28,23 @@ def _vouched_times(ev: Evidence) -> list[float]:
         if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
             return attempt["times_ms"]
     return ev.timing["times_ms"]
+
+
+def _judge_least_ms(ev: Evidence) -> float | None:
+    """The least time per call the judge's clocks allow the reported times: from the loop whose
+    attempt they came from, from the timing requests (the least of them: their reps ran, unless the
+    worker skipped them), and from the unseen pair requests' calls (which ran on values never seen);
+    the largest. Each is what a worker that forged the others still pays."""
+    found = [pair_clock.least_ms(pair_clock.of(ev), ev.device.type)]
+    if ev.null_timing and ev.clocked_timing:
+        clocked = [timers.request_clock(r, ev.null_timing, ev.device.type, ev.null_trusted) for r in ev.clocked_timing]
+        # less the lead spin before each CUDA rep: time the device spent before the call, not in it
+        found.append(min(timers.least_ms(c["judge_per_call_ms"] - c["lead_per_call_ms"], ev.device.type)
+                         for c in clocked))
+    for attempt in ev.loop or []:
+        verdict = judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)
+        if verdict["agrees"]:
+            found.append(verdict["least_ms"])
+            break
+    found = [x for x in found if x is not None]
+    return max(found) if found else None
