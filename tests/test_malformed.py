@@ -298,3 +298,26 @@ def test_candidate_raising_at_import_is_a_reject_with_the_reason(kv, tmp_path):
     failed = [f for f in data["findings"] if f["status"] == "fail"]
     assert [f["check"] for f in failed] == ["worker"], failed
     assert "ImportError: no fastkernels" in failed[0]["summary"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a machine without a GPU")
+@pytest.mark.parametrize("where", ["import", "call"])
+def test_a_candidate_that_needs_a_gpu_on_a_machine_without_one_is_exit_2_saying_so(kv, tmp_path, where):
+    """Not a reject: nothing is wrong with a CUDA candidate but the machine it was vetted on."""
+    made = "_on_gpu = torch.zeros(1, device='cuda')\n"
+    source = ("import torch\n" + made + CANDIDATE) if where == "import" else \
+        CANDIDATE.replace("return x * 2", "return x * 2 + torch.zeros(1, device='cuda').cpu()")
+    run, _, _ = check(kv, tmp_path, None, source)
+    assert_usage_error(run, "needs a CUDA device", "--device cuda")
+
+
+def test_needs_a_gpu_is_the_hosts_word_only():
+    import torch
+    from kernelvet.errors import UsageError
+    from kernelvet.judge.placement import needs_a_gpu
+    lacking = {"phase": "importing the candidate", "error": "OSError: CUDA_HOME environment variable is not set."}
+    with pytest.raises(UsageError, match="needs a CUDA device"):
+        needs_a_gpu(torch.device("cpu"), lacking, "c.py")
+    needs_a_gpu(torch.device("cuda", 0), lacking, "c.py")   # on a GPU it is the candidate's failure
+    needs_a_gpu(torch.device("cpu"), {"phase": "call", "error": "ImportError: no fastkernels"}, "c.py")
+    needs_a_gpu(torch.device("cpu"), None, "c.py")

@@ -26,7 +26,7 @@ from ..report import Report, Status, Timing, Verdict
 from .assembly import _judge_least_ms, _mark_not_run, _vouched_times
 from .bodies import _load_body
 from .lean import _moved
-from .placement import _judged_on, draws_on
+from .placement import _judged_on, draws_on, needs_a_gpu
 from .plan import Plan
 from .policy import _BELOW_DISPATCHER, _library_policy, _parse_allow
 from .reference import (_Lazy, _check_inputs_vary, _count_flops, _derived_seed, _min_bytes, _prepared, _run_reference,
@@ -105,6 +105,7 @@ def _vet(candidate: str, problem: Problem | str, *, device: str, seed: int | Non
         v.run_candidate(entry, waived, audit, prepare_next)
     finally:
         v.finish(prepare_next)
+    needs_a_gpu(dev, v.ev.candidate_error, candidate)
     return v.report(source_sha256, waived, policy)
 
 

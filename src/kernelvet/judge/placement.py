@@ -91,3 +91,19 @@ def _judged_on(dev: torch.device, flops: float | None, model, sample: list):
         return cpu, reference64(model, sample, cpu)
     except Exception:  # noqa: BLE001 - the device's run of it reports whatever is wrong with it
         return dev, None
+
+
+# What torch, its extension builder and Triton say when a candidate asks for a GPU the machine
+# has not got: the candidate cannot be judged here, which is no finding against it.
+_NO_GPU_HERE = ("CUDA_HOME environment variable is not set", "Torch not compiled with CUDA enabled",
+                "Found no NVIDIA driver", "No CUDA GPUs are available", "no CUDA-capable device is detected",
+                "0 active drivers")
+
+
+def needs_a_gpu(dev: torch.device, candidate_error: dict | None, candidate: str) -> None:
+    """A candidate vetted on the host that failed for want of a GPU (CUDA sources to build, tensors
+    made on `cuda`): one line saying so (exit 2), not a reject for what no CPU can run."""
+    error = (candidate_error or {}).get("error", "")
+    if dev.type == "cpu" and any(s in error for s in _NO_GPU_HERE):
+        raise UsageError(f"{candidate}: the candidate needs a CUDA device, which a vet on the CPU has not got "
+                         f"({error.splitlines()[0][:160]}); vet it with --device cuda")
