@@ -395,3 +395,17 @@ def test_the_pair_requests_least_is_not_lowered_by_a_forged_median():
     honest = pair_clock.least_ms(pair_clock.judged_pairs(clocks, 0.010, None, 0.0, "cpu"), "cpu")
     halved = pair_clock.least_ms(pair_clock.judged_pairs(clocks, 0.005, None, 0.0, "cpu"), "cpu")
     assert 0 < honest < 10.0 and halved >= honest, (honest, halved)
+
+
+def test_a_kernel_that_remembers_answers_is_ranked_by_its_call_on_new_values():
+    """A memo whose hit costs 4 ms and whose miss 10 ms: within caching's ratio, so not flagged;
+    its reports say 4 ms, and the pair requests say what a call on new values costs."""
+    from kernelvet.checks import pair_clock, timers
+    clocks = [{"unseen_s": 0.002 + 0.010 + 0.004, "control_s": 0.002 + 0.004 + 0.004, "null_s": 0.002}] * 5
+    judged = pair_clock.judged_pairs(clocks, 0.004, None, 0.0, "cpu")
+    assert not pair_clock.remembers(judged)
+    noise = judged[0]["bound_ms"] - 2.5 * 4.0
+    assert pair_clock.least_ms(judged, "cpu") == pytest.approx((10.0 - noise - 0.05) / timers.LEAST_RATIO)
+    # a control stalled on purpose lowers that reading, not the other (the two calls, halved)
+    stalled = [{**c, "control_s": c["control_s"] + 0.050} for c in clocks]
+    assert pair_clock.least_ms(pair_clock.judged_pairs(stalled, 0.004, None, 0.0, "cpu"), "cpu") > 0

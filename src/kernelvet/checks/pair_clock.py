@@ -86,18 +86,28 @@ def judged_pairs(clocks: list[dict], unit: float, trusted: dict | None, lead_ms:
         first = max(control - 2 * unit, 0.0)
         unseen = c["unseen_s"] - null - unit - first
         bound = UNSEEN_RATIO * unit + PAIR_FLOOR_S[device_type] + PAIR_JITTER * null + spread
-        # both calls of the unseen request, beyond its noise and less its two reps' lead spins (CUDA:
-        # time before each call): the unseen one ran on values never seen, so no report of the
-        # candidate's makes this shorter than one honest call. Its first rep's price comes off only
-        # up to the pair floor (an honest one: 0.07-0.25 ms on a host clock, up to 0.3 ms on the
-        # H200): the control prices it in units of the reported median, which a forger halves
-        calls = (c["unseen_s"] - null - min(first, PAIR_FLOOR_S[device_type]) - (bound - UNSEEN_RATIO * unit)
-                 - 2 * lead_ms / 1e3)
+        call = _new_call(c["unseen_s"] - null, control, first, bound - UNSEEN_RATIO * unit, lead_ms / 1e3, device_type)
         out.append({"unseen_ms": unseen * 1e3, "bound_ms": bound * 1e3, "first_rep_price_ms": first * 1e3,
-                    "calls_ms": calls * 1e3,
+                    "call_ms": call * 1e3,
                     "null_ms": null * 1e3, "null_capped": capped, "control_spread_ms": spread * 1e3,
                     "slower": unseen > bound})
     return out
+
+
+def _new_call(unseen: float, control: float, first: float, noise: float, lead: float, device_type: str) -> float:
+    """A call on values never seen, in s, from an unseen request (`unseen`, less the null) beside its
+    control (`control`, its two calls on seen values, priced as above), beyond the pair's `noise` and
+    the reps' lead spins (CUDA: time before each call): no report of the candidate's makes it
+    shorter. Two readings, the larger counts: the unseen request's two calls halved (what a worker
+    that stalls its controls still pays), and the unseen request less half its control (the call
+    on new values alone: a memo's miss, where its hit is what the control's calls cost). The first
+    rep's price comes off only up to the pair floor (an honest one: 0.07-0.25 ms on a host clock,
+    up to 0.3 ms on the H200): the control prices it in units of the reported median, which a
+    forger shrinks."""
+    price = min(first, PAIR_FLOOR_S[device_type])
+    both = (unseen - price - noise - 2 * lead) / 2
+    alone = unseen - control / 2 - price / 2 - noise - lead
+    return max(both, alone)
 
 
 def _spread(controls: list[float]) -> float:
@@ -108,13 +118,14 @@ def _spread(controls: list[float]) -> float:
 
 
 def least_ms(judged: list[dict], device_type: str) -> float | None:
-    """The least time per call a report may rank by, from the unseen requests' two calls by the
+    """The least time per call a report may rank by, from the pairs' calls on new values by the
     judge's clock (their median: one slow moment of the host raises nothing): a worker that runs
     fewer calls than the judge's loop asks for, and reports the times to match, still pays one
-    call on new values per pair request."""
+    call on new values per pair request; and a kernel that remembers answers is ranked by what
+    it costs on inputs it has not seen."""
     if not judged:
         return None
-    return timers.least_ms(statistics.median(j["calls_ms"] for j in judged) / 2, device_type)
+    return timers.least_ms(statistics.median(j["call_ms"] for j in judged), device_type)
 
 
 def remembers(judged: list[dict]) -> bool:
