@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 from ..checks import pair_clock, timers
-from ..checks.timers import judge_clock
 from ..evidence import Evidence
 from ..report import Status
 
@@ -24,10 +23,17 @@ def _mark_not_run(findings: list, ev: Evidence) -> tuple:
 def _vouched_times(ev: Evidence) -> list[float]:
     """The reported times are those the judge's clock agreed with (a re-measurement, if the first
     disagreed), so that a candidate cannot report one run and be vouched for by another."""
+    attempt, _ = _agreed(ev)
+    return attempt["times_ms"] if attempt else ev.timing["times_ms"]
+
+
+def _agreed(ev: Evidence) -> tuple[dict | None, dict | None]:
+    """The first judge-clocked loop attempt that agreed with its reported times, and the verdict."""
     for attempt in ev.loop or []:
-        if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
-            return attempt["times_ms"]
-    return ev.timing["times_ms"]
+        verdict = timers.judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)
+        if verdict["agrees"]:
+            return attempt, verdict
+    return None, None
 
 
 def _judge_least_ms(ev: Evidence) -> float | None:
@@ -41,10 +47,8 @@ def _judge_least_ms(ev: Evidence) -> float | None:
         # less the lead spin before each CUDA rep: time the device spent before the call, not in it
         found.append(min(timers.least_ms(c["judge_per_call_ms"] - c["lead_per_call_ms"], ev.device.type)
                          for c in clocked))
-    for attempt in ev.loop or []:
-        verdict = judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)
-        if verdict["agrees"]:
-            found.append(verdict["least_ms"])
-            break
+    _, verdict = _agreed(ev)
+    if verdict:
+        found.append(verdict["least_ms"])
     found = [x for x in found if x is not None]
     return max(found) if found else None
