@@ -33,7 +33,19 @@ stop_leftovers() {
     case "$mine" in *" $pid "*) ;; *) kill "$pid" 2>/dev/null ;; esac
   done
 }
+# A killed judge's device memory can outlive it for a while: wait (up to 60 s) until the device
+# holds less than 2 GiB before anything is measured, and say what it held.
+wait_for_free_device() {
+  local used
+  for _ in $(seq 60); do
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+    [ -z "$used" ] || [ "$used" -lt 2048 ] && return 0
+    sleep 1
+  done
+  echo "the device still holds $used MiB: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')"
+}
 stop_leftovers
+wait_for_free_device
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
@@ -47,7 +59,7 @@ case "${1:-bench}" in
     timeout "$(left 60)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=20 tests/ \
       > "$OUT/gpu-tests.log" 2>&1
     echo "tests: exit $? after $((SECONDS - START)) s" | tee "$OUT/steps.txt"; tail -3 "$OUT/gpu-tests.log"
-    stop_leftovers
+    stop_leftovers; wait_for_free_device
     timeout "$(left 0)" python3 bench/gpu_bench.py "$OUT" --parts=latency,small,cli,big > "$OUT/gpu-bench.log" 2>&1
     echo "bench: exit $? after $((SECONDS - START)) s" | tee -a "$OUT/steps.txt"; tail -45 "$OUT/gpu-bench.log" ;;
   bench)
@@ -63,7 +75,7 @@ case "${1:-bench}" in
     timeout "$(left 250)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/ \
       -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
     echo "tests exit $? after $((SECONDS - START)) s"; tail -16 "$OUT/gpu-tests.log"
-    stop_leftovers
+    stop_leftovers; wait_for_free_device
     timeout "$(left 0)" python3 -m kernelvet practice "${@:2}" --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; grep -E "^[0-9]+/[0-9]+ |cheats rejected" "$OUT/practice-cuda.txt" ;;
@@ -79,7 +91,7 @@ case "${1:-bench}" in
     timeout "$(left 170)" python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; tail -45 "$OUT/practice-cuda.txt"
-    stop_leftovers
+    stop_leftovers; wait_for_free_device
     timeout "$(left 65)" python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/ \
       -k "$NOT_MATRIX" > "$OUT/gpu-tests.log" 2>&1
     echo "tests exit $? after $((SECONDS - START)) s"; tail -22 "$OUT/gpu-tests.log"

@@ -187,6 +187,8 @@ def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTE
     size = sh.size()
     rows = []   # the rows it may be cut into, asked only where nothing leaner fits
     hold = sizes.holding(size, device_bytes, host_bytes, rows=lambda: rows.append(_rows(path)) or rows[-1])
+    # on CUDA the device draws the sets, and keeps them where the plan still fits with them
+    hold = sizes.with_sets_on_device(size, hold, device_bytes, host_bytes)
     foot = sizes.footprint(size, hold)
     full = sizes.footprint(size, sizes.Holding())   # what the plan held before it had a lean holding
     out.update({
@@ -251,6 +253,8 @@ def summary(rows: list[dict]) -> dict:
         "fit": sum(r["fits_device"] and r["fits_host"] for r in ok),
         "full_plan_fit": sum(r["full_plan_fits"] for r in ok),
         "lean": sum(r["holding"]["lean"] for r in ok),
+        "sets_on_device": sum(r["holding"]["sets_on_device"] for r in ok),
+        "sets_through_the_host": [f"level{r['level']}/{r['problem']}" for r in ok if not r["holding"]["sets_on_device"]],
         "do_not_fit": [f"level{r['level']}/{r['problem']}" for r in ok if not (r["fits_device"] and r["fits_host"])],
         "comfortable_but_not_fit": [f"level{r['level']}/{r['problem']}" for r in ok
                                     if r["comfortable"] and not (r["fits_device"] and r["fits_host"])],

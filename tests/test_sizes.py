@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from kernelvet import checks, judge, sizes, vet
-from kernelvet.judge import plan
+from kernelvet.draws import Draws
+from kernelvet.judge import api, plan
 from kernelvet.errors import UsageError
 from kernelvet.ids import CheckId
 from kernelvet.practice import by_name
@@ -56,19 +57,27 @@ def test_a_lean_holding_holds_fewer_sets_and_judging_on_the_host_leaves_the_devi
         sizes.Holding(lean=True, judge_on_host=True)
 
 
-def test_sets_stay_on_the_device_that_drew_them_only_where_the_same_holding_still_fits():
+def test_sets_stay_on_the_device_that_drew_them_only_where_the_holding_still_fits_judged_there():
     size = sizes.ProblemSize(input_bytes=1 << 30, largest_input=1 << 28, output_elements=1 << 28, weight_bytes=0,
                              largest_weight=0, output_itemsize=4)
     lean = sizes.Holding(lean=True)
     kept = sizes.footprint(size, sizes.Holding(lean=True, sets_on_device=True))
     plain = sizes.footprint(size, lean)
-    # the judge's sets move from the host to the device, with one more for a request's lent copy
+    # the judge's sets move from the host to the device, with one more for a request's lent copy,
+    # and none drawn ahead (two fewer than on the host)
     assert "judge input sets" not in kept.host_terms
-    assert kept.device_terms["judge input sets"] == plain.host_terms["judge input sets"] + (1 << 30)
+    assert kept.device_terms["judge input sets"] == plain.host_terms["judge input sets"] - (1 << 30)
     roomy = int(kept.device / sizes.HEADROOM) + (1 << 20)
     assert sizes.with_sets_on_device(size, lean, roomy, 1 << 40) == sizes.Holding(lean=True, sets_on_device=True)
     tight = int(plain.device / sizes.HEADROOM) + (1 << 20)
-    assert sizes.with_sets_on_device(size, lean, tight, 1 << 40) == lean   # never a leaner holding for it
+    assert sizes.with_sets_on_device(size, lean, tight, 1 << 40) == lean   # never judged on the host for it
+    # a full plan whose sets would cross the host is made lean for them where that fits
+    full_kept = sizes.footprint(size, sizes.Holding(sets_on_device=True))
+    assert full_kept.device > kept.device
+    between = int((kept.device + full_kept.device) / 2 / sizes.HEADROOM)
+    assert sizes.with_sets_on_device(size, sizes.Holding(), between, 1 << 40) == \
+        sizes.Holding(lean=True, sets_on_device=True)
+    assert sizes.with_sets_on_device(size, sizes.Holding(), 1 << 40, 1 << 40) == sizes.Holding(sets_on_device=True)
     assert "sets kept on the device" in sizes.Holding(sets_on_device=True).describe()
 
 
@@ -462,3 +471,19 @@ def test_a_tight_vet_keeps_float32_references_draws_nothing_ahead_and_still_tell
     # float16 operands: a relative error of ~1e-4, which float32 references still see (6e-8 is theirs)
     cheat = vet_entry(by_name("fp16_softmax"), "cpu")
     assert cheat.verdict is Verdict.REJECT and CheckId.PRECISION in failed(cheat), [f.summary for f in cheat.failed]
+
+
+def test_a_big_input_small_output_problem_keeps_its_sets_on_an_h200_drawing_none_ahead():
+    """KernelBench's matrix-vector product (an 8 GiB set, a 2048-element output): lean, its sets
+    drawn and kept on the device at use (a draw there costs milliseconds), never through the host."""
+    n = 8 * GIB // 4
+    size = sizes.ProblemSize(input_bytes=8 * GIB, largest_input=n, output_elements=2048, weight_bytes=0,
+                             largest_weight=0, output_itemsize=4)
+    device, host = tool.H200_DEVICE_BYTES, tool.H200_HOST_BYTES
+    hold = sizes.holding(size, device, host)
+    assert hold.lean and not hold.tight
+    kept = sizes.with_sets_on_device(size, hold, device, host)
+    assert kept.sets_on_device
+    values = Draws(lambda k: k, order=[1, 2, 3])
+    assert api._drawn_ahead(values, kept).ahead == 0
+    assert api._drawn_ahead(Draws(lambda k: k, order=[1, 2]), sizes.Holding(sets_on_device=True)).ahead == 2

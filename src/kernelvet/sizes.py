@@ -228,8 +228,9 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
         "reference64 in the making": 2 * w + -(-(3 * s + max(size.forward_bytes64, o64)) // hold.reference_slices),
     }
     host = {
-        # + two drawn ahead (none when tight), one in use
-        "judge input sets": (plan.fresh + (1 if hold.tight else 3) if hold.lean else plan.keys) * s,
+        # + two drawn ahead (none when tight, nor on the device, where a draw costs milliseconds), one in use
+        "judge input sets": (plan.fresh + (1 if hold.tight or hold.sets_on_device else 3) if hold.lean
+                             else plan.keys) * s,
         "judge weights": 2 * w,   # the reference model and the fresh values handed over
         "messages in flight": max(s, o) + w,
     }
@@ -244,7 +245,8 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     ref_bytes = size.output_elements * hold.reference_itemsize(size.output_itemsize)
     judged["judge float64 references"] = (plan.fresh + 2 if hold.lean else plan.keys) * ref_bytes   # + the overwrite's
     judged["judge recorded outputs"] = (plan.fresh + 3 if hold.lean else plan.outputs) * o
-    judged["judge fresh inputs (identity)"] = plan.fresh * s if judged is device else 0
+    # the fresh sets the checks read beside their outputs: a copy on the device, unless they are there already
+    judged["judge fresh inputs (identity)"] = plan.fresh * s if judged is device and not hold.sets_on_device else 0
     return Footprint(sum(device.values()), sum(host.values()), device, host)
 
 
@@ -285,11 +287,15 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
 
 def with_sets_on_device(size: ProblemSize, hold: Holding, device_bytes: int | None, host_bytes: int | None,
                         plan: PlanCounts = PlanCounts(), judge_device: bool = True) -> Holding:
-    """`hold` with the judge's input sets kept on the device, where that still fits the device
-    (the holding itself never gets leaner for it), else `hold`."""
-    dev = dataclasses.replace(hold, sets_on_device=True)
-    if device_bytes and footprint(size, dev, plan, judge_device).device <= HEADROOM * device_bytes:
-        return dev
+    """`hold` with the judge's input sets kept on the device, where that still fits the device,
+    else the full plan made lean for it (a lean vet on the device costs less than a full one whose
+    sets each cross the host twice), else `hold`. Never judged on the host for it."""
+    tries = [hold] + ([Holding(lean=True, reference_slices=hold.reference_slices)] if not hold.lean else [])
+    for base in tries:
+        dev = dataclasses.replace(base, sets_on_device=True)
+        fp = footprint(size, dev, plan, judge_device)
+        if device_bytes and fp.device <= HEADROOM * device_bytes and (not host_bytes or fp.host <= HEADROOM * host_bytes):
+            return dev
     return hold
 
 

@@ -436,8 +436,9 @@ def _ran_before(shared: SharedReference | None, price_nulls: bool) -> dict | Non
 
 def _drawn_ahead(values, hold: sizes.Holding):
     """`values`, its draws started none ahead of use under a tight holding (the host barely holds
-    the problem's sets)."""
-    if hold.tight and isinstance(values, Draws):
+    the problem's sets) or a lean one whose sets the device draws and keeps (a draw there costs
+    milliseconds, and a set drawn ahead would take the room of a worker's)."""
+    if (hold.tight or hold.lean and hold.sets_on_device) and isinstance(values, Draws):
         values.ahead = 0
     return values
 
