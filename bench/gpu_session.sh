@@ -20,8 +20,15 @@
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
 # Results land in $OUT; bench/README.md says how they become bench/results/<date>-<device>/.
+# Carry .kernelbench/KernelBench for the sweep, and .whl where it holds wheels (see below).
 set -u
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 COLUMNS=200
+# Packages some problems import that the device lacks (KernelBench's Mamba2 problems: einops), as
+# wheels in the git-ignored .whl/: installed into a folder under the repository, which workers see.
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$PWD/.kernelbench/site" .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:$PWD/.kernelbench/site"
+fi
 OUT=${OUT:-/tmp/kv-out}
 mkdir -p "$OUT"
 # Leftovers of an earlier invocation that was killed: kernelvet's launchers, workers and practice runs, but never

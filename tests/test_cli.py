@@ -281,6 +281,25 @@ def test_kernelbench_problem_file_and_candidate_pass_unchanged(kv, tmp_path):
     assert data["problem"]["source"] == os.path.abspath(problem)
 
 
+def test_a_problem_importing_from_the_users_pythonpath_vets_in_its_worker(tmp_path):
+    """A package the problem and the candidate import from a folder the user's PYTHONPATH names
+    (not installed) is found in the worker too, under the default confinement."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "kv_scale_shift.py").write_text("def scale_shift(x):\n    return x * 2 + 1\n")
+    problem = tmp_path / "1_scale_shift.py"
+    problem.write_text("import kv_scale_shift\n" + KERNELBENCH_PROBLEM.replace(
+        "return x * 2 + 1", "return kv_scale_shift.scale_shift(x)"))
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text("import kv_scale_shift\n" + KERNELBENCH_CANDIDATE)
+    src = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(site)])}
+    proc = subprocess.run([sys.executable, "-m", "kernelvet", "check", str(candidate), "--ref", str(problem),
+                           "--device", "cpu", "--library-policy", "off"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 # --------------------------------------------------------------------------- show
 
 

@@ -53,7 +53,12 @@ def worker_env() -> dict:
     # The launcher's own Triton cache directory (it keeps Triton's installation hash there: see
     # triton_key). Workers compile into private caches in their own directory (launcher._child).
     env.setdefault("TRITON_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".triton", "cache"))
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # kernelvet's own package first; then the folders the user's PYTHONPATH names (a problem's
+    # imports may live there), as absolute paths: a relative or empty entry would name the worker's
+    # own directory, where the candidate writes.
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    user = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([own, *user]))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
