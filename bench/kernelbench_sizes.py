@@ -186,9 +186,14 @@ def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTE
         return out
     size = sh.size()
     rows = []   # the rows it may be cut into, asked only where nothing leaner fits
-    hold = sizes.holding(size, device_bytes, host_bytes, rows=lambda: rows.append(_rows(path)) or rows[-1])
+
+    def batch_rows() -> int:
+        if not rows:
+            rows.append(_rows(path))
+        return rows[0]
+    hold = sizes.holding(size, device_bytes, host_bytes, rows=batch_rows)
     # on CUDA the device draws the sets, and keeps them where the plan still fits with them
-    hold = sizes.with_sets_on_device(size, hold, device_bytes, host_bytes)
+    hold = sizes.with_sets_on_device(size, hold, device_bytes, host_bytes, rows=batch_rows)
     foot = sizes.footprint(size, hold)
     full = sizes.footprint(size, sizes.Holding())   # what the plan held before it had a lean holding
     out.update({

@@ -4,6 +4,7 @@ whose inputs or reference run out of memory."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import re
@@ -297,6 +298,7 @@ def test_whether_sets_stay_on_the_device_is_decided_from_shapes_before_any_draw(
     monkeypatch.setattr(sizes, "memories", lambda dev: (140 << 30, 512 << 30))
     assert _sets_fit_on(cuda, model, prob)
     monkeypatch.setattr(sizes, "memories", lambda dev: (24 << 30, 512 << 30))
+    monkeypatch.setattr(api, "batch_rows", lambda *a: 1)   # rows that may not be cut (asked only now)
     assert not _sets_fit_on(cuda, model, prob)
     monkeypatch.setattr(sizes, "memories", lambda dev: (None, 512 << 30))
     assert not _sets_fit_on(cuda, model, prob) and drawn == []
@@ -487,3 +489,41 @@ def test_a_big_input_small_output_problem_keeps_its_sets_on_an_h200_drawing_none
     values = Draws(lambda k: k, order=[1, 2, 3])
     assert api._drawn_ahead(values, kept).ahead == 0
     assert api._drawn_ahead(Draws(lambda k: k, order=[1, 2]), sizes.Holding(sets_on_device=True)).ahead == 2
+
+
+def test_the_holding_a_cuda_vet_follows_keeps_its_sets_where_it_decided_to(monkeypatch):
+    """KernelBench's batched matmul (1.25 GiB a set) on an H200: the full plan fits only with its
+    sets on the host; the vet that keeps them on the device (decided before the first draw) follows
+    the lean plan that fits with them there, never the full plan with sets it has no room for."""
+    monkeypatch.setattr(sizes, "memories", lambda dev: (tool.H200_DEVICE_BYTES, tool.H200_HOST_BYTES))
+
+    class Bmm(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.bmm(a, b)
+
+    inputs = [torch.empty(128, 512, 1024, device="meta"), torch.empty(128, 1024, 2048, device="meta")]
+    cuda = torch.device("cuda")
+    assert sizes.holding_for(Bmm(), inputs, cuda, True) == sizes.Holding(output_itemsize=4)
+    kept = sizes.holding_for(Bmm(), inputs, cuda, True, sets_on_device=True)
+    assert kept == sizes.Holding(lean=True, sets_on_device=True, output_itemsize=4)
+    size = sizes.shape_only(Bmm(), inputs)
+    assert sizes.footprint(size, kept).device <= sizes.HEADROOM * tool.H200_DEVICE_BYTES
+    assert sizes.footprint(size, sizes.Holding(sets_on_device=True)).device > sizes.HEADROOM * tool.H200_DEVICE_BYTES
+
+
+def test_kernelbench_activations_keep_their_sets_on_an_h200_when_references_are_made_in_slices():
+    """A 6 GiB activation (level 1, 19-32): tight, its sets cross the host unless its float64
+    references are made in slices of rows; with two slices they stay on the device. A reference
+    whose rows may not be cut keeps its sets on the host."""
+    device, host = tool.H200_DEVICE_BYTES, tool.H200_HOST_BYTES
+    size = _elementwise(6)
+    hold = sizes.holding(size, device, host)
+    assert hold.tight and hold.reference_slices == 1
+    asked = []
+    kept = sizes.with_sets_on_device(size, hold, device, host, rows=lambda: asked.append(1) or 4096)
+    assert kept == dataclasses.replace(hold, reference_slices=2, sets_on_device=True) and asked == [1]
+    fp = sizes.footprint(size, kept)
+    assert fp.device <= sizes.HEADROOM * device and fp.host <= sizes.HEADROOM * host
+    assert fp.host_terms["judge fresh inputs (identity)"] == 3 * size.input_bytes   # compared on the host
+    assert sizes.with_sets_on_device(size, hold, device, host, rows=lambda: 1) == hold
+    assert sizes.with_sets_on_device(size, hold, device, host) == hold

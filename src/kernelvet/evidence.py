@@ -88,14 +88,17 @@ class Evidence:
     _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def add_call(self, phase: str, set_id: int, values_of: int, meta: dict, output: torch.Tensor | None) -> None:
-        """A call's output (rebuilt from the worker's bytes), moved to where the checks compare."""
-        if output is not None:
+        """A call's output (rebuilt from the worker's bytes), moved to where the checks compare.
+        Under a lean holding an output compared now and dropped (compact.py) is compared where it
+        arrived, slice by slice against its reference: judged on the host, a device output would
+        otherwise cross into fresh host memory whole (seconds for KernelBench's 6 GiB outputs)."""
+        from . import compact
+        settle_now = output is not None and phase in compact.PHASES and (self.extra.get("holding") or {}).get("lean")
+        if output is not None and not settle_now:
             output = output.to(self.judged_on)
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
-        if output is not None and (self.extra.get("holding") or {}).get("lean"):
-            from . import compact
-            if phase in compact.PHASES:   # a big problem: compared now, a stand-in kept
-                compact.settle(self, self.calls[-1])
+        if settle_now:   # a big problem: compared now, a stand-in kept
+            compact.settle(self, self.calls[-1])
 
     def records(self, *phases: str) -> list[CallRecord]:
         return [c for c in self.calls if c.phase in phases and c.output is not None]

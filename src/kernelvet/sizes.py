@@ -245,8 +245,9 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     ref_bytes = size.output_elements * hold.reference_itemsize(size.output_itemsize)
     judged["judge float64 references"] = (plan.fresh + 2 if hold.lean else plan.keys) * ref_bytes   # + the overwrite's
     judged["judge recorded outputs"] = (plan.fresh + 3 if hold.lean else plan.outputs) * o
-    # the fresh sets the checks read beside their outputs: a copy on the device, unless they are there already
-    judged["judge fresh inputs (identity)"] = plan.fresh * s if judged is device and not hold.sets_on_device else 0
+    # the fresh sets the checks read beside their outputs: a copy where they are compared, unless
+    # the sets are kept there already
+    judged["judge fresh inputs (identity)"] = 0 if hold.sets_on_device == (judged is device) else plan.fresh * s
     return Footprint(sum(device.values()), sum(host.values()), device, host)
 
 
@@ -286,16 +287,29 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
 
 
 def with_sets_on_device(size: ProblemSize, hold: Holding, device_bytes: int | None, host_bytes: int | None,
-                        plan: PlanCounts = PlanCounts(), judge_device: bool = True) -> Holding:
+                        plan: PlanCounts = PlanCounts(), judge_device: bool = True, rows=None) -> Holding:
     """`hold` with the judge's input sets kept on the device, where that still fits the device,
     else the full plan made lean for it (a lean vet on the device costs less than a full one whose
-    sets each cross the host twice), else `hold`. Never judged on the host for it."""
+    sets each cross the host twice), else, for a reference whose rows may be cut (`rows()`: how
+    many; asked only then), `hold` with its references made in 2, 4, ... slices of rows, else
+    `hold`. Never judged on the host for it."""
+    def fits_with(base):
+        fp = footprint(size, dataclasses.replace(base, sets_on_device=True), plan, judge_device)
+        return bool(device_bytes) and fp.device <= HEADROOM * device_bytes and \
+            (not host_bytes or fp.host <= HEADROOM * host_bytes)
+
     tries = [hold] + ([Holding(lean=True, reference_slices=hold.reference_slices)] if not hold.lean else [])
     for base in tries:
-        dev = dataclasses.replace(base, sets_on_device=True)
-        fp = footprint(size, dev, plan, judge_device)
-        if device_bytes and fp.device <= HEADROOM * device_bytes and (not host_bytes or fp.host <= HEADROOM * host_bytes):
-            return dev
+        if fits_with(base):
+            return dataclasses.replace(base, sets_on_device=True)
+    if rows is None or not hold.lean or not device_bytes:
+        return hold
+    batch, k = rows(), max(2, 2 * hold.reference_slices)
+    while k < 2 * batch:
+        sliced = dataclasses.replace(hold, reference_slices=min(k, batch))
+        if fits_with(sliced):
+            return dataclasses.replace(sliced, sets_on_device=True)
+        k *= 2
     return hold
 
 
@@ -385,5 +399,5 @@ def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_d
     judge_device = judge_device and dev.type == "cuda"
     hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device, rows=rows)
     if sets_on_device and dev.type == "cuda":   # sets the device drew, kept there if they fit
-        hold = with_sets_on_device(size, hold, device_bytes, host_bytes, plan, judge_device)
+        hold = with_sets_on_device(size, hold, device_bytes, host_bytes, plan, judge_device, rows=rows)
     return dataclasses.replace(hold, output_itemsize=size.output_itemsize)

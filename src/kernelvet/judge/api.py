@@ -246,8 +246,9 @@ class _Vet:
         # A big problem: what the judge and the worker hold, and where (sizes.py, holding)
         # (the problem's first vet decides it, from one shape-only run; later ones share it)
         sample = values[fresh[0]]
+        # (with the sets kept on the device: the holding that fits with them there, as `keep` was decided)
         self.hold = dataclasses.replace(sizes.holding_for(model, sample, dev, judged_on.type == "cuda",
-                                                          rows=lambda: batch_rows(model, sample, dev)),
+                                                          sets_on_device=keep, rows=lambda: batch_rows(model, sample, dev)),
                                         sets_on_device=keep) if shared is None or shared.hold is None else shared.hold
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
         _drawn_ahead(values, self.hold)
