@@ -286,6 +286,7 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
     return made_fits or hold
 
 
+# the problem, the holding and the memories as `holding` takes them, and the rows it may be cut into
 def with_sets_on_device(size: ProblemSize, hold: Holding, device_bytes: int | None, host_bytes: int | None,
                         plan: PlanCounts = PlanCounts(), judge_device: bool = True, rows=None) -> Holding:
     """`hold` with the judge's input sets kept on the device, where that still fits the device,
