@@ -78,12 +78,13 @@ def reference64_in_slices(model: torch.nn.Module, inputs: list, device, slices: 
     batch = next(x for x in inputs if isinstance(x, torch.Tensor)).shape[0]
     step = math.ceil(batch / max(slices, 1))
     m64 = _model64(model, device)
-    parts = []
+    whole = None   # written slice by slice where it is kept (no second copy of it to join the slices)
     for lo in range(0, batch, step):
         part = [x[lo:lo + step] if isinstance(x, torch.Tensor) else x for x in inputs]
         out = _forward64(m64, part, device, where)
-        if not parts:
+        if whole is None:
             _deterministic_once(model, m64, part, device, where, out)
-        parts.append(out.to(keep_on, keep_dtype or out.dtype))
+            whole = torch.empty((batch, *out.shape[1:]), dtype=keep_dtype or out.dtype, device=keep_on)
+        whole[lo:lo + out.shape[0]].copy_(out)
         del out
-    return torch.cat(parts)
+    return whole
