@@ -69,7 +69,7 @@ CHUNK = 1 << 24
 HOST_SLICE = 1 << 18
 
 
-def _slices(n: int, step: int = CHUNK):
+def _slices(n: int, step: int):
     return (slice(i, min(i + step, n)) for i in range(0, n, step))
 
 
@@ -82,29 +82,25 @@ def _chunked_norms(out: torch.Tensor, ref: torch.Tensor, nan_as_inf: bool = Fals
     """(||out - ref||, ||ref||, out all finite, ref all finite) in float64, slice by slice, where
     `ref` is; `nan_as_inf`: a NaN in the difference counts as infinitely far. With a finite
     reference, out is finite exactly when the difference's norm is (read from the norms, not from
-    a pass of its own)."""
+    a pass of its own); a reference with non-finite values has each side's finiteness read slice
+    by slice."""
     o_flat, r_flat = out.reshape(-1), ref.reshape(-1)
-    diff_sq = ref_sq = 0.0
-    for sl in _slices(r_flat.numel(), _slice_for(ref)):
-        r = r_flat[sl].to(torch.float64)
-        o = o_flat[sl].to(r.device, torch.float64)
-        d = torch.nan_to_num(o - r, nan=math.inf) if nan_as_inf else o - r
-        diff_sq += torch.linalg.vector_norm(d).item() ** 2
-        ref_sq += torch.linalg.vector_norm(r).item() ** 2
-    if not math.isfinite(ref_sq):
-        return _flagged_norms(o_flat, r_flat, nan_as_inf)
-    return math.sqrt(diff_sq), math.sqrt(ref_sq), math.isfinite(diff_sq), True
+    diff, ref_norm, _, _ = _sliced_norms(o_flat, r_flat, nan_as_inf, flags=False)
+    if not math.isfinite(ref_norm):
+        return _sliced_norms(o_flat, r_flat, nan_as_inf, flags=True)
+    return diff, ref_norm, math.isfinite(diff), True
 
 
-def _flagged_norms(o_flat: torch.Tensor, r_flat: torch.Tensor, nan_as_inf: bool) -> tuple[float, float, bool, bool]:
-    """`_chunked_norms` for a reference with non-finite values: each side's finiteness read slice by slice."""
+def _sliced_norms(o_flat: torch.Tensor, r_flat: torch.Tensor, nan_as_inf: bool, flags: bool):
+    """The norms of `_chunked_norms`, and (`flags`) each side's finiteness, else True for both."""
     diff_sq = ref_sq = 0.0
     o_finite = r_finite = True
     for sl in _slices(r_flat.numel(), _slice_for(r_flat)):
         r = r_flat[sl].to(torch.float64)
         o = o_flat[sl].to(r.device, torch.float64)
-        o_finite = o_finite and bool(torch.isfinite(o).all())
-        r_finite = r_finite and bool(torch.isfinite(r).all())
+        if flags:
+            o_finite = o_finite and bool(torch.isfinite(o).all())
+            r_finite = r_finite and bool(torch.isfinite(r).all())
         d = torch.nan_to_num(o - r, nan=math.inf) if nan_as_inf else o - r
         diff_sq += torch.linalg.vector_norm(d).item() ** 2
         ref_sq += torch.linalg.vector_norm(r).item() ** 2

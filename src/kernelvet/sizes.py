@@ -274,16 +274,22 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
     for hold in HOLDINGS:
         if all(fit(hold)):
             return hold
-    batch, k, made_fits = rows() if rows is not None else 1, 2, None
-    while k < 2 * batch:
-        sliced = dataclasses.replace(hold, reference_slices=min(k, batch))
+    made_fits = None
+    for sliced in _sliced(hold, rows() if rows is not None else 1):
         fits_device, fits_host = fit(sliced)
         if fits_device and fits_host:
             return sliced
         if made_fits is None and (fits_device if judge_device else fits_host):
             made_fits = sliced
-        k *= 2
     return made_fits or hold
+
+
+def _sliced(hold: Holding, batch: int):
+    """`hold` with its references made in 2, 4, ... slices of rows, up to one a row of `batch`."""
+    k = 2
+    while k < 2 * batch:
+        yield dataclasses.replace(hold, reference_slices=min(k, batch))
+        k *= 2
 
 
 # the problem, the holding and the memories as `holding` takes them, and the rows it may be cut into
@@ -305,12 +311,9 @@ def with_sets_on_device(size: ProblemSize, hold: Holding, device_bytes: int | No
             return dataclasses.replace(base, sets_on_device=True)
     if rows is None or not hold.lean or not device_bytes:
         return hold
-    batch, k = rows(), max(2, 2 * hold.reference_slices)
-    while k < 2 * batch:
-        sliced = dataclasses.replace(hold, reference_slices=min(k, batch))
-        if fits_with(sliced):
+    for sliced in _sliced(hold, rows()):
+        if sliced.reference_slices > hold.reference_slices and fits_with(sliced):
             return dataclasses.replace(sliced, sets_on_device=True)
-        k *= 2
     return hold
 
 
