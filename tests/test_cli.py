@@ -526,3 +526,14 @@ def test_reused_output_reject_makes_a_static_output_an_aliasing_finding(tmp_path
     data = json.loads(path.read_text())
     aliasing = next(f for f in data["findings"] if f["check"] == "aliasing")
     assert aliasing["status"] == "fail" and aliasing["evidence"]["reused_output"] == "reject"
+
+
+def test_the_judge_asks_for_huge_pages_and_its_workers_do_not(monkeypatch):
+    from kernelvet import spawn
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    cli.judge_host_memory()
+    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+    assert "THP_MEM_ALLOC_ENABLE" not in spawn.worker_env()
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")   # the user's choice stands
+    cli.judge_host_memory()
+    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "0"

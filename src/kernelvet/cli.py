@@ -318,10 +318,21 @@ def main(argv=None) -> int:
     return guarded(run, sys.stderr)
 
 
+def judge_host_memory() -> None:
+    """The judge's big host tensors (a problem judged on the host moves sets, references and
+    outputs of GiBs each) in transparent huge pages: PyTorch's CPU allocator advises them so
+    when THP_MEM_ALLOC_ENABLE is set before torch loads. Fresh 1 GiB copies ran at 12 GB/s
+    against 3 GB/s in 4 KiB pages (torch 2.13 CPU, 2 cores). Workers do not inherit it
+    (`spawn.worker_env`): a candidate's memory is as it would be anywhere. A user's own
+    THP_MEM_ALLOC_ENABLE=0 stands."""
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+
 def entry() -> None:
     """The `kernelvet` command: `main()`, then the exit handlers (the launcher stopped, its
     directory removed) and out, without the interpreter tearing down torch's modules and the
     judge's CUDA context one object at a time (0.3-0.5 s that nothing needs)."""
+    judge_host_memory()
     code = main()
     try:
         sys.stdout.flush()
