@@ -125,6 +125,12 @@ def test_the_shape_only_run_leaves_the_model_as_it_was():
 
 # -- the lean plan, on the CPU ----------------------------------------------------------------
 
+def _hold(monkeypatch, hold: sizes.Holding) -> None:
+    """Every vet follows `hold`, whatever its problem's size (which the judge then does not know)."""
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: hold)
+    monkeypatch.setattr(sizes, "plan_for", lambda *a, **k: (hold, None))
+
+
 def _lean(monkeypatch):
     """Every vet lean (on the CPU a problem is judged on the host and never needs it), and a record
     of the sets the worker held after each release."""
@@ -137,7 +143,7 @@ def _lean(monkeypatch):
         dropped.append(key not in values)
         return out
 
-    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True))
+    _hold(monkeypatch, sizes.Holding(lean=True))
     monkeypatch.setattr(plan, "_let_go", spy)
     return held, dropped
 
@@ -240,6 +246,21 @@ def test_a_reference_forward_that_runs_out_of_memory_is_one_line(tmp_path):
     assert "ran out of memory" in msg and "\n" not in msg and not re.search(r"fwd\.py:\d", msg), msg
 
 
+def test_a_problem_too_big_for_the_device_is_named_from_its_shapes(monkeypatch):
+    """Asked before any float64 reference: the device's and the host's memory against the plan's
+    footprint, one line naming the sizes; nothing to say on the CPU (the worker's limit decides there)."""
+    size = _elementwise(6)
+    hold = sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4)
+    monkeypatch.setattr(sizes, "memories", lambda dev: (80 * GIB, 128 * GIB))   # an H100's device
+    msg = sizes.too_big_for(size, hold, torch.device("cuda"))
+    assert msg and "of device memory" in msg and "one input set 6.0 GiB" in msg and "\n" not in msg, msg
+    monkeypatch.setattr(sizes, "memories", lambda dev: (150 * GIB, 128 * GIB))   # an H200's
+    assert sizes.too_big_for(size, hold, torch.device("cuda")) is None
+    monkeypatch.setattr(sizes, "memories", lambda dev: (150 * GIB, 32 * GIB))    # its host too small
+    assert "of host memory" in sizes.too_big_for(size, hold, torch.device("cuda"))
+    assert sizes.too_big_for(size, hold, torch.device("cpu")) is None
+
+
 # -- the KernelBench sizes tool ---------------------------------------------------------------
 
 def test_the_sizes_tool_reads_every_shape_without_allocating_and_agrees_with_a_real_draw():
@@ -331,7 +352,7 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 @pytest.mark.parametrize("judge_on_host,tight", [(False, False), (True, False), (True, True)])
 def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel(monkeypatch, judge_on_host, tight):
     held, dropped = _lean(monkeypatch)
-    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=judge_on_host,
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=judge_on_host,
                                                                           tight=tight, output_itemsize=4))
     evs = _evidence(monkeypatch)
     report = vet_entry(by_name("softmax"), "cuda")
@@ -350,7 +371,7 @@ def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel
 @pytest.mark.parametrize("name", ["pointer_cache", "stale_after_warmup"])
 def test_a_lean_vet_on_cuda_still_rejects_a_cache(name, monkeypatch):
     _lean(monkeypatch)
-    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=True))
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True))
     report = vet_entry(by_name(name), "cuda")
     assert report.verdict is Verdict.REJECT, report.dumps()
 
@@ -371,7 +392,7 @@ def test_lean_vets_sharing_a_reference_leave_the_shared_sets_and_references_whol
     from kernelvet.refcache import ReferenceCache
     _lean(monkeypatch)
     if tight:
-        monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(
+        _hold(monkeypatch, sizes.Holding(
             lean=True, judge_on_host=True, tight=True, output_itemsize=4))
     text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
     ref = write(tmp_path, "affine.py", text)
@@ -405,6 +426,23 @@ def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
     assert report.device["inputs_drawn_on"] == "cuda:0" and report.device["sets_kept_on"] == "cuda:0"
     assert report.device["transfers"] == "device (CUDA IPC)"
+
+
+@pytest.mark.gpu
+@CUDA
+def test_a_problem_too_big_for_the_device_is_refused_before_any_float64_reference(tmp_path, monkeypatch):
+    """A device of 1 GiB, as the judge reads it, and a problem of 256 MiB sets: exit 2 from the
+    shapes, before the judge makes a float64 reference or starts the reference's run."""
+    made = []
+    real = api.reference64
+    monkeypatch.setattr(api, "reference64", lambda *a, **k: made.append(1) or real(*a, **k))
+    monkeypatch.setattr(sizes, "memories", lambda dev: (1 << 30, 128 * GIB))
+    text = problem("return torch.relu(xs[0])", "return [torch.randn(16384, 4096)]")
+    path = write(tmp_path, "problem.py", text)
+    with pytest.raises(UsageError) as got:
+        vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
+    assert "of device memory" in str(got.value) and "more than the device's 1.0 GiB" in str(got.value), got.value
+    assert not made
 
 
 # -- tight: the host barely holds the problem ---------------------------------------------------
@@ -453,7 +491,7 @@ def test_kernelbench_activations_and_norms_fit_an_h200_only_tight(gib):
 def test_a_tight_vet_keeps_float32_references_draws_nothing_ahead_and_still_tells_honest_from_cheat(monkeypatch):
     from kernelvet.draws import Draws
     _lean(monkeypatch)
-    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: sizes.Holding(lean=True, judge_on_host=True, tight=True,
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True,
                                                                           output_itemsize=4))
     aheads = []
     real_init = Draws.__init__

@@ -50,6 +50,7 @@ def _wrap_all() -> None:
     _timed(api, "reference64")
     _timed(api, "_count_flops")
     _timed(sizes, "holding_for")
+    _timed(sizes, "plan_for")
     _timed(api, "_judged_on")
     _timed(plan, "_encode_set")
     _timed(reference, "_encode_set", "_encode_set (reference)")

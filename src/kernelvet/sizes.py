@@ -386,16 +386,23 @@ def memories(dev: torch.device) -> tuple[int | None, int | None]:
 
 def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_device: bool,
                 sets_on_device: bool = False, rows=None) -> Holding:
-    """The holding a vet on `dev` follows (the judge calls this before any float64 reference): the
-    full plan for a problem that fits it, else the leanest needed. On the CPU the worker's "device"
-    is its share of the host (containment.default_mem_bytes: half of it). A small CUDA problem,
+    """The holding a vet on `dev` follows (`plan_for`'s)."""
+    return plan_for(model, inputs, dev, judge_device, sets_on_device, rows)[0]
+
+
+def plan_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_device: bool,
+             sets_on_device: bool = False, rows=None) -> tuple[Holding, ProblemSize | None]:
+    """The holding a vet on `dev` follows (the judge calls this before any float64 reference), and
+    the problem's size from one shape-only run (None where the meta device cannot tell): the full
+    plan for a problem that fits it, else the leanest needed. On the CPU the worker's "device" is
+    its share of the host (containment.default_mem_bytes: half of it). A small CUDA problem,
     judged on the host, is never lean; a problem whose size the meta device cannot tell keeps the
     full plan. `rows`: how many slices of rows the reference may be made in (`holding`)."""
     if dev.type == "cuda" and not judge_device:
-        return Holding()
+        return Holding(), None
     size = shape_only(model, inputs)
     if size is None:
-        return Holding()
+        return Holding(), None
     device_bytes, host_bytes = memories(dev)
     if dev.type != "cuda":
         device_bytes = host_bytes // 2 if host_bytes else None
@@ -404,4 +411,15 @@ def holding_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_d
     hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device, rows=rows)
     if sets_on_device and dev.type == "cuda":   # sets the device drew, kept there if they fit
         hold = with_sets_on_device(size, hold, device_bytes, host_bytes, plan, judge_device, rows=rows)
-    return dataclasses.replace(hold, output_itemsize=size.output_itemsize)
+    return dataclasses.replace(hold, output_itemsize=size.output_itemsize), size
+
+
+def too_big_for(size: ProblemSize, hold: Holding, dev: torch.device) -> str | None:
+    """Why a vet of `size` under `hold` cannot fit a CUDA `dev` and its host, in one line (None:
+    it fits), from the shapes alone: asked before the judge makes any float64 reference, so that a
+    problem too large for the device is refused in seconds, not after minutes of work it cannot
+    use. (The worker's own description of the device is asked again before the reference runs.)"""
+    if dev.type != "cuda":
+        return None
+    device_bytes, host_bytes = memories(dev)
+    return fits(size, device_bytes, hold=hold) or host_fits(size, host_bytes, hold=hold)

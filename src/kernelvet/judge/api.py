@@ -247,9 +247,15 @@ class _Vet:
         # (the problem's first vet decides it, from one shape-only run; later ones share it)
         sample = values[fresh[0]]
         # (with the sets kept on the device: the holding that fits with them there, as `keep` was decided)
-        self.hold = dataclasses.replace(sizes.holding_for(model, sample, dev, judged_on.type == "cuda",
-                                                          sets_on_device=keep, rows=lambda: batch_rows(model, sample, dev)),
-                                        sets_on_device=keep) if shared is None or shared.hold is None else shared.hold
+        if shared is None or shared.hold is None:
+            hold, shape_size = sizes.plan_for(model, sample, dev, judged_on.type == "cuda", sets_on_device=keep,
+                                              rows=lambda: batch_rows(model, sample, dev))
+            self.hold = dataclasses.replace(hold, sets_on_device=keep)
+            too_big = shape_size is not None and sizes.too_big_for(shape_size, self.hold, dev)
+            if too_big:
+                raise UsageError(f"{prob.path or prob.name}: {too_big}")
+        else:
+            self.hold = shared.hold
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
         _drawn_ahead(values, self.hold)
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
