@@ -430,6 +430,28 @@ def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes
 
 @pytest.mark.gpu
 @CUDA
+def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp_path, monkeypatch):
+    """Each draw after the first finds the judge's allocator holding no freed blocks of the earlier
+    draws and float64 references (they would be memory the worker cannot have)."""
+    from kernelvet.problem import Problem
+    slack = []
+    real = Problem.draw_inputs
+
+    def spy(self, *a, **k):
+        slack.append(torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Problem, "draw_inputs", spy)
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4))
+    text = problem("return torch.relu(xs[0])", "return [torch.randn(8192, 4096)]")   # 128 MiB a set
+    path = write(tmp_path, "problem.py", text)
+    report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert len(slack) > 3 and max(slack[1:]) < 64 << 20, [s >> 20 for s in slack]
+
+
+@pytest.mark.gpu
+@CUDA
 def test_a_problem_too_big_for_the_device_is_refused_before_any_float64_reference(tmp_path, monkeypatch):
     """A device of 1 GiB, as the judge reads it, and a problem of 256 MiB sets: exit 2 from the
     shapes, before the judge makes a float64 reference or starts the reference's run."""

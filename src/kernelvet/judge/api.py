@@ -273,13 +273,20 @@ class _Vet:
         def reference_of(k):   # a shared reference keeps it: it refers to no more of this vet than that
             try:
                 if hold.reference_slices > 1:
-                    return reference64_in_slices(model, values[k], self.made_on, hold.reference_slices, judged_on,
+                    made = reference64_in_slices(model, values[k], self.made_on, hold.reference_slices, judged_on,
                                                  hold.reference_dtype())
-                return _moved(reference64(model, values[k], self.made_on), judged_on, hold.reference_dtype())
+                else:
+                    made = _moved(reference64(model, values[k], self.made_on), judged_on, hold.reference_dtype())
             except (UsageError, HarnessError):
                 raise
             except Exception as exc:
                 raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
+            if hold.lean and self.made_on.type == "cuda":
+                # The draw's and the float64 forward's freed blocks, back to the device: cached in
+                # the judge's allocator, they would be memory the worker cannot have, beyond what
+                # the plan counts the judge holding (sizes.footprint)
+                torch.cuda.empty_cache()
+            return made
 
         refs64 = _Lazy(reference_of) if shared is None else shared.refs64
         if first_ref is not None:
