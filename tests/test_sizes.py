@@ -431,8 +431,8 @@ def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes
 @pytest.mark.gpu
 @CUDA
 def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp_path, monkeypatch):
-    """Each draw after the first finds the judge's allocator holding no freed blocks of the earlier
-    draws and float64 references (they would be memory the worker cannot have)."""
+    """Each draw finds the judge's allocator holding no freed blocks of the earlier draws and
+    float64 references (they would be memory the worker cannot have)."""
     from kernelvet.problem import Problem
     slack = []
     real = Problem.draw_inputs
@@ -447,7 +447,7 @@ def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp
     path = write(tmp_path, "problem.py", text)
     report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    assert len(slack) > 3 and max(slack[1:]) < 64 << 20, [s >> 20 for s in slack]
+    assert len(slack) > 3 and max(slack) < 64 << 20, [s >> 20 for s in slack]
 
 
 @pytest.mark.gpu

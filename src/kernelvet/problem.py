@@ -110,6 +110,9 @@ class Problem:
             else:
                 raise UsageError(f"{self._where()}: get_inputs()[{i}] is {kernelbench.a_kind(x)}; "
                                  "inputs must be tensors or numbers")
+        if on is not None and on.type == "cuda":   # the drawn tensors, copied: their blocks back to the device
+            del got, x
+            torch.cuda.empty_cache()
         return out
 
     def meta_inputs(self) -> list | None:
