@@ -443,6 +443,7 @@ def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp
 
     monkeypatch.setattr(Problem, "draw_inputs", spy)
     _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4))
+    torch.cuda.empty_cache()   # what earlier tests of this process left
     text = problem("return torch.relu(xs[0])", "return [torch.randn(8192, 4096)]")   # 128 MiB a set
     path = write(tmp_path, "problem.py", text)
     report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
