@@ -175,6 +175,9 @@ def generate(chosen, work: str) -> tuple[str, dict]:
                 fh.write(text)
             lines.append({"id": job_id(level, number, kind), "problem": os.path.abspath(path),
                           "candidate": os.path.abspath(cand), "allow": ALLOW[kind]})
+    import torch
+    if torch.cuda.is_initialized():   # a real run's freed blocks go back to the device the batch measures on
+        torch.cuda.empty_cache()
     manifest = os.path.join(work, "manifest.jsonl")
     with open(manifest, "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(line, sort_keys=True) + "\n" for line in lines)
