@@ -431,8 +431,10 @@ def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes
 @pytest.mark.gpu
 @CUDA
 def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp_path, monkeypatch):
-    """Each draw finds the judge's allocator holding no freed blocks of the earlier draws and
-    float64 references (they would be memory the worker cannot have)."""
+    """The draws before the candidate runs find the judge's allocator holding no freed blocks of
+    the earlier draws and float64 references, and the later ones at most the last reply's outputs
+    (an unseen pair's two): freed blocks kept there would be memory the worker cannot have. Before
+    outputs compared on arrival were given back, an H200 run found five outputs' blocks (640 MiB)."""
     from kernelvet.problem import Problem
     slack = []
     real = Problem.draw_inputs
@@ -448,7 +450,7 @@ def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp
     path = write(tmp_path, "problem.py", text)
     report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    assert len(slack) > 3 and max(slack) < 64 << 20, [s >> 20 for s in slack]
+    assert len(slack) > 4 and max(slack[:4]) < 64 << 20 and max(slack) < 320 << 20, [s >> 20 for s in slack]
 
 
 @pytest.mark.gpu

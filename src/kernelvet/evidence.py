@@ -98,7 +98,11 @@ class Evidence:
             output = output.to(self.judged_on)
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
         if settle_now:   # a big problem: compared now, a stand-in kept
+            on_device = output.is_cuda
             compact.settle(self, self.calls[-1])
+            if on_device:   # its blocks back to the device, not kept in the judge's cache from the worker
+                del output
+                torch.cuda.empty_cache()
 
     def records(self, *phases: str) -> list[CallRecord]:
         return [c for c in self.calls if c.phase in phases and c.output is not None]
