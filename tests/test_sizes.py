@@ -352,8 +352,7 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 @pytest.mark.parametrize("judge_on_host,tight", [(False, False), (True, False), (True, True)])
 def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel(monkeypatch, judge_on_host, tight):
     held, dropped = _lean(monkeypatch)
-    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=judge_on_host,
-                                                                          tight=tight, output_itemsize=4))
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=judge_on_host, tight=tight, output_itemsize=4))
     evs = _evidence(monkeypatch)
     report = vet_entry(by_name("softmax"), "cuda")
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
@@ -392,8 +391,7 @@ def test_lean_vets_sharing_a_reference_leave_the_shared_sets_and_references_whol
     from kernelvet.refcache import ReferenceCache
     _lean(monkeypatch)
     if tight:
-        _hold(monkeypatch, sizes.Holding(
-            lean=True, judge_on_host=True, tight=True, output_itemsize=4))
+        _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4))
     text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
     ref = write(tmp_path, "affine.py", text)
     honest, zeros = write(tmp_path, "h.py", as_candidate(text)), write(tmp_path, "z.py", text + RIGHT_THEN_ZEROS)
@@ -516,8 +514,7 @@ def test_kernelbench_activations_and_norms_fit_an_h200_only_tight(gib):
 def test_a_tight_vet_keeps_float32_references_draws_nothing_ahead_and_still_tells_honest_from_cheat(monkeypatch):
     from kernelvet.draws import Draws
     _lean(monkeypatch)
-    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True,
-                                                                          output_itemsize=4))
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4))
     aheads = []
     real_init = Draws.__init__
 
