@@ -1,8 +1,11 @@
 """The kernel audit's decisions on synthetic profiler traces, shaped like the H200's (names from
 bench/results/2026-11-30-h200/diagnostics/kernel-trace.json). Fast, no GPU: the GPU suite traces for real."""
 
+import json
+
 import pytest
 
+from kernelvet import trace
 from kernelvet.checks import REGISTRY
 from kernelvet.checks.kernel_audit import classify, defined_kernels
 from kernelvet.ids import CheckId
@@ -148,3 +151,73 @@ __global__ void scale(float* x) {}
     assert set(defined_kernels(source)) == {"add_kernel", "tuned", "gemm_tiled", "scale"}
     assert defined_kernels("def broken(:") == ()
 
+
+
+def _rnn_trace(steps: int) -> list[dict]:
+    """The gate, `steps` cuDNN kernels in order (an RNN's time steps), then the end marker: corr in launch order."""
+    kernels = [_act(f"cudnn::rnn_step_kernel_{i % 3}", 7, 1100 + 10 * i, 1105 + 10 * i, 2 + i) for i in range(steps)]
+    end = 1200 + 10 * steps
+    return [_act(SPIN, 7, 0, 1000, 1), *kernels, _act(SPIN, 7, end, end + 10, steps + 2)]
+
+
+def _on_the_wire(body: dict) -> dict:
+    """What the judge reads of a worker's `audited` body: the wire's kinds, then trace.expand."""
+    from kernelvet import protocol, wire
+    assert wire.REPLIES["audited"].problem(body) is None
+    assert len(json.dumps(body)) < protocol.MAX_HEADER_BYTES
+    return trace.expand(body)
+
+
+def test_a_call_of_many_kernels_keeps_its_markers_and_passes():
+    """A 6-layer LSTM over 512 steps runs more than 10,000 kernels in one call: its trace crosses the
+    wire whole, as rows beside one table of names, and the audit finds the markers around it."""
+    audit = _on_the_wire(trace.encode(_rnn_trace(12000), None))
+    assert len(audit["activities"]) == 12002 and audit["dropped"] == 0 and audit["malformed"] == 0
+    f = REGISTRY[CheckId.KERNEL_AUDIT](_ev(audit=audit))
+    assert f.status is Status.PASS and "12000 kernels ran" in f.summary, f
+
+
+def test_beyond_the_limit_the_markers_stay_and_what_is_left_out_is_counted(monkeypatch):
+    monkeypatch.setattr(trace, "AUDIT_MAX", 100)
+    audit = _on_the_wire(trace.encode(_rnn_trace(500), None))
+    assert [a["name"] for a in audit["activities"]].count(SPIN) == 2 and audit["dropped"] == 400
+    c = classify(audit)
+    assert c is not None and len(c["kernels"]) == 100 and not c["late"]   # the earliest by launch order
+    f = REGISTRY[CheckId.KERNEL_AUDIT](_ev(audit=audit))
+    assert f.status is Status.PASS and f.evidence["left_out"] == 400
+
+
+def test_a_trace_too_big_for_the_header_is_cut_to_fit(monkeypatch):
+    monkeypatch.setattr(trace, "BODY_BYTES", 20000)
+    body = trace.encode(_rnn_trace(5000), None)
+    audit = _on_the_wire(body)
+    assert len(json.dumps(body)) <= 20000 and audit["dropped"] > 0
+    assert [a["name"] for a in audit["activities"]].count(SPIN) == 2
+
+
+def test_cpu_events_cross_as_rows_and_come_back_as_attribution_reads_them():
+    events = [{"kind": "op", "name": "aten::conv2d", "tid": 3, "start_ns": 10, "end_ns": 90, "corr": 4},
+              {"kind": "launch", "name": "cudaLaunchKernel", "tid": 3, "start_ns": 20, "end_ns": 30, "corr": 5}]
+    audit = _on_the_wire(trace.encode(_rnn_trace(2), events))
+    assert audit["cpu_events"] == events and audit["cpu_dropped"] == 0
+    from kernelvet.checks import attribution
+    assert attribution.allowed_launches(audit["cpu_events"], frozenset({"conv2d"})) == {5}
+
+
+@pytest.mark.parametrize("row", [[99, 7, 0, 10, 3], [0, 7, 0], [0, 7, 0, 10, 3, 4]])
+def test_a_row_not_as_the_format_says_is_counted_and_fails_the_audit(row):
+    """A worker's trace is its claim: a row naming no name, or of the wrong length, counts for
+    nothing, and a trace with such rows is not an account the judge can read."""
+    body = trace.encode(_rnn_trace(3), None)
+    body["activities"].insert(2, row)
+    audit = _on_the_wire(body)
+    assert audit["malformed"] == 1 and len(audit["activities"]) == 5
+    f = REGISTRY[CheckId.KERNEL_AUDIT](_ev(audit=audit))
+    assert f.status is Status.FAIL and "not as the trace format says" in f.summary
+
+
+def test_rows_of_the_wrong_kind_are_a_protocol_violation():
+    from kernelvet import wire
+    body = trace.encode(_rnn_trace(1), None)
+    for field, bad in (("activities", [["0", 7, 0, 10, 3]]), ("names", [1]), ("cpu_events", [[0, 1.5]])):
+        assert field in wire.REPLIES["audited"].problem({**body, field: bad})

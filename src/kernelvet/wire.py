@@ -56,6 +56,7 @@ INT, BOOL, STR, LIST, DICT = (Kind(n) for n in ("int", "bool", "str", "list", "d
 COUNT, SECONDS = Kind("int", lo=0), Kind("num", lo=0.0)
 INTS, STRS, TIMES = Kind("list", of=INT), Kind("list", of=STR), Kind("list", of=SECONDS)
 PAIRS = Kind("list", of=Kind("list", of=SECONDS))
+ROWS = Kind("list", of=Kind("list", of=INT))   # an audited call's trace (trace.py)
 
 
 class Body(frozenset):
@@ -118,7 +119,8 @@ REPLIES: dict[str, Body] = {k: Body(**v, **_INTEGRITY) for k, v in {
                   unseen_pairs=PAIRS, mismatches=COUNT, non_tensor=COUNT, first_sets=INTS, overruns=COUNT,
                   warmup_calls=COUNT, lead_ms=SECONDS, host_bound=BOOL, unseen_in_place=COUNT,
                   reused_output_reps=COUNT, outputs_copied=BOOL),
-    "audited": dict(activities=Kind("list", of=DICT), dropped=COUNT, cpu_events=LIST, binaries=Kind("list", of=DICT)),
+    "audited": dict(activities=ROWS, names=STRS, dropped=COUNT, cpu_events=ROWS, cpu_dropped=COUNT,
+                    binaries=Kind("list", of=DICT)),
     "looped": dict(exact_tensor=BOOL),
     "state": dict(),
     "lent": dict(),

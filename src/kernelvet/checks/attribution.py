@@ -16,6 +16,7 @@ name the source merely contains count.
 
 from __future__ import annotations
 
+import bisect
 import struct
 
 MAX_BINARY_BYTES = 64 << 20   # one binary the judge parses, at most
@@ -111,14 +112,28 @@ def allowed_launches(cpu_events: list[dict], allowed: frozenset[str]) -> frozens
         return frozenset()
     from .library_policy import base_name
     events = [e for e in cpu_events if _well_formed(e)]   # the worker's claims: malformed ones count for nothing
-    ops = [e for e in events if e["kind"] == "op" and base_name(e["name"]) in allowed]
+    spans = _merged((e["start_ns"], e["end_ns"]) for e in events
+                    if e["kind"] == "op" and base_name(e["name"]) in allowed)
+    starts = [a for a, _ in spans]
     out = set()
-    for e in events:
+    for e in events:   # a trace holds tens of thousands of launches: each found among the spans by bisection
         if e["kind"] != "launch":
             continue
-        if any(o["start_ns"] <= e["start_ns"] and e["end_ns"] <= o["end_ns"] for o in ops):
+        i = bisect.bisect_right(starts, e["start_ns"]) - 1
+        if i >= 0 and e["end_ns"] <= spans[i][1]:
             out.add(int(e["corr"]))
     return frozenset(out)
+
+
+def _merged(spans) -> list[tuple[int, int]]:
+    """Time spans as disjoint ones in order (allowed ops nest: aten::conv2d holds aten::convolution)."""
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def _well_formed(e) -> bool:

@@ -21,9 +21,9 @@ import re
 
 from ..ids import CheckId
 from ..report import Finding, Status
+from ..trace import MARKER
 from ._common import not_reached
 
-MARKER = "spin_kernel"
 VENDOR = re.compile(r"cublas|nvjet|xmma|cutlass|cudnn|sgemm|hgemm|dgemm|gemv2|gemmSN|gemmk1|_s884|_s1688|_h884|"
                     r"_h1688|ampere_|volta_|turing_|rocblas|hipblas|miopen|Cijk_|magma", re.IGNORECASE)
 _NOT_KERNELS = ("Memcpy", "Memset")
@@ -95,6 +95,10 @@ def evaluate(ev) -> Finding:
     if ev.audit is None:
         return not_reached(CheckId.KERNEL_AUDIT, "not run (second tier: runs when every other check passed; "
                            "--audit always runs it for every candidate)")
+    if ev.audit.get("malformed"):
+        return Finding(CheckId.KERNEL_AUDIT, Status.FAIL, f"the worker's trace of the call has {ev.audit['malformed']} "
+                       "rows that are not as the trace format says: its account of the call cannot be read",
+                       {"malformed": ev.audit["malformed"]})
     c = classify(ev.audit)
     if c is None:
         return Finding(CheckId.KERNEL_AUDIT, Status.FAIL, "the profiler trace lacks the harness's own marker "
@@ -104,6 +108,8 @@ def evaluate(ev) -> Finding:
     evidence = {"kernels": names[:50], "streams": sorted({a["stream"] for a in c["activities"]}),
                 "caller_stream": c["caller_stream"], "defined": sorted(own),
                 "own_kernel_symbols": sorted(ev.own_kernels)[:50]}
+    if ev.audit.get("dropped"):   # beyond trace.AUDIT_MAX: the latest activities are not in the account
+        evidence["left_out"] = ev.audit["dropped"]
     if not c["kernels"]:
         what = ", ".join(sorted({short(a["name"]) for a in c["activities"]})) or "nothing"
         return Finding(CheckId.KERNEL_AUDIT, Status.FAIL,

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from .. import codec, sched, spawn
+from .. import codec, sched, spawn, trace
 from ..checks import attribution, caching, pair_clock, streams
 from ..checks.timers import judge_clock, requests_disagree
 from ..evidence import Evidence
@@ -368,7 +368,7 @@ class Plan:
                 "ops": bool(policy and policy.needs_trace and policy.allowed_ops)}
         msg = self.record("audit", fresh[-1], self.w.request(
             "audit", body, max_blob_bytes=self.max_blob + attribution.MAX_BINARY_BYTES))
-        ev.audit = dict(msg.body)
+        ev.audit = {**trace.expand(msg.body), "binaries": msg.body.get("binaries") or []}
         ev.own_kernels = attribution.own_symbols(codec.from_blob(b).numpy().tobytes() for b in msg.tensors)
         ev.reached.add("audit")
         self.phases["audit"] = time.monotonic() - t0

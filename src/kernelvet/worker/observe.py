@@ -35,7 +35,6 @@ def _type_name(obj) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-AUDIT_MAX = 2000   # device activities kept from one audited call
 OWN_BINARIES_MAX = 64            # binaries of the candidate's own builds sent with an audit, at most
 OWN_BINARIES_BYTES = 64 << 20    # and their bytes, at most
 _LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
@@ -51,6 +50,20 @@ def _cpu_event(e) -> list[dict]:
     tid = getattr(e, "start_thread_id", None)
     return [{"kind": kind, "name": name[:200], "tid": int(tid()) if tid else 0, "start_ns": int(e.start_ns()),
              "end_ns": int(e.end_ns()), "corr": int(e.correlation_id())}]
+
+
+
+def _rows(acts: list[dict], cpu_events: list[dict], with_cpu: bool) -> dict:
+    names: dict[str, int] = {}
+
+    def row(e, fields):
+        return [names.setdefault(e["name"], len(names)), *(e[f] for f in fields)]
+
+    body = {"activities": [row(a, ACTIVITY_FIELDS) for a in acts]}
+    if with_cpu:
+        body["cpu_events"] = [row({**e, "kind": CPU_KINDS.index(e["kind"])}, CPU_EVENT_FIELDS) for e in cpu_events]
+    body["names"] = list(names)
+    return body
 
 
 def _own_binaries(candidate_dir: str | None) -> list[tuple[str, str, bytes]]:

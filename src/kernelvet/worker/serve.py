@@ -13,13 +13,13 @@ import traceback
 
 import torch
 
-from .. import after_return, codec, devices, devshare, lending, outputs, protocol, warm, weights, wire
+from .. import after_return, codec, devices, devshare, lending, outputs, protocol, trace, warm, weights, wire
 from ..dispatch_modes import settle
 from ..formats.gpumode_data import candidate_call
 from ..metrics import INT_OF_WIDTH
 from ..problem import dropout_off, load_reference_module
 from .bindings import _Bound, _memory_stats, _same_bits, global_state
-from .observe import AUDIT_MAX, _AtenTrace, _children, _cpu_event, _materialize, _native_threads, _own_binaries, _type_name
+from .observe import _AtenTrace, _children, _cpu_event, _materialize, _native_threads, _own_binaries, _type_name
 from .reps import _Reps
 
 _Like = collections.namedtuple("_Like", "shape dtype device")   # what a null rep's output is made like
@@ -591,11 +591,8 @@ class Worker:
                 continue
             acts.append({"name": e.name()[:300], "stream": int(e.device_resource_id()), "start_ns": int(e.start_ns()),
                          "end_ns": int(e.end_ns()), "corr": int(e.correlation_id())})
-        acts.sort(key=lambda a: a["corr"])
-        body = {"activities": acts[:AUDIT_MAX], "dropped": max(len(acts) - AUDIT_MAX, 0)}
+        body = trace.encode(acts, cpu_events if ops else None)
         blobs = []
-        if ops:
-            body["cpu_events"] = cpu_events[:4 * AUDIT_MAX]
         if msg.body.get("own"):
             found = _own_binaries(getattr(self, "candidate_dir", None))
             body["binaries"] = [{"kind": kind, "name": name} for kind, name, _ in found]
