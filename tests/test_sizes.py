@@ -429,26 +429,28 @@ def test_a_set_drawn_on_the_device_is_the_seeds_on_the_host_and_a_big_vet_passes
 @pytest.mark.gpu
 @CUDA
 def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp_path, monkeypatch):
-    """The draws before the candidate runs find the judge's allocator holding no freed blocks of
-    the earlier draws and float64 references, and the later ones at most the last reply's outputs
-    (an unseen pair's two): freed blocks kept there would be memory the worker cannot have. Before
-    outputs compared on arrival were given back, an H200 run found five outputs' blocks (640 MiB)."""
-    from kernelvet.problem import Problem
+    """Whenever the judge sets its worker to work, its allocator holds no freed blocks of the draws,
+    float64 references and outputs compared so far: kept there, they would be memory the worker
+    cannot have, which the plan does not count. On an H200, before the judge gave them back at
+    each request, a draw found five outputs' blocks (640 MiB) cached."""
+    from kernelvet import protocol, wire
     slack = []
-    real = Problem.draw_inputs
+    real = protocol.send
 
-    def spy(self, *a, **k):
-        slack.append(torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
-        return real(self, *a, **k)
+    def spy(sock, type_, *a, **k):
+        if type_ in wire.REQUESTS and type_ not in ("load", "bye"):   # requests a vet's holding governs
+            slack.append(torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
+        return real(sock, type_, *a, **k)
 
-    monkeypatch.setattr(Problem, "draw_inputs", spy)
+    monkeypatch.setattr(protocol, "send", spy)
     _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4))
     torch.cuda.empty_cache()   # what earlier tests of this process left
     text = problem("return torch.relu(xs[0])", "return [torch.randn(8192, 4096)]")   # 128 MiB a set
     path = write(tmp_path, "problem.py", text)
     report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    assert len(slack) > 4 and max(slack[:4]) < 64 << 20 and max(slack) < 320 << 20, [s >> 20 for s in slack]
+    # a block split for a smaller tensor stays cached in part: less than one set's worth
+    assert len(slack) > 10 and max(slack) < 128 << 20, [s >> 20 for s in slack]
 
 
 @pytest.mark.gpu

@@ -97,12 +97,8 @@ class Evidence:
         if output is not None and not settle_now:
             output = output.to(self.judged_on)
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
-        if settle_now:   # a big problem: compared now, a stand-in kept
-            on_device = output.is_cuda
-            compact.settle(self, self.calls[-1])
-            if on_device:   # its blocks back to the device, not kept in the judge's cache from the worker
-                del output
-                torch.cuda.empty_cache()
+        if settle_now:   # a big problem: compared now, a stand-in kept (its blocks go back to the device
+            compact.settle(self, self.calls[-1])   # before the next request: spawn.Worker.give_back)
 
     def records(self, *phases: str) -> list[CallRecord]:
         return [c for c in self.calls if c.phase in phases and c.output is not None]

@@ -274,6 +274,12 @@ class WorkerHandle:
     is what namespaces.enter gave it (namespaces, uid, gid, groups, capabilities, no_new_privs,
     proc, writable, hidden)."""
 
+    # A big problem's vet on CUDA (a lean holding) sets it: before each request, the device blocks
+    # the judge freed since the last one (draws, float64 references, outputs compared and dropped)
+    # go back to the device. Kept in the judge's allocator they would be memory the worker, which
+    # the request sets to work, cannot have, and which the plan does not count.
+    give_back = False
+
     def __init__(self, launcher: Launcher, deadline: float, device=None):
         self.launcher = launcher
         self.deadline = deadline
@@ -378,6 +384,9 @@ class WorkerHandle:
         if max_blob_bytes is None:
             max_blob_bytes = self.max_blob_bytes
         t0 = time.monotonic()
+        torch = sys.modules.get("torch")
+        if self.give_back and type_ is not None and torch is not None and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()   # after the request's loan, which may reuse the blocks
         try:
             if type_ is not None:
                 protocol.send(self.sock, type_, body, tensors)

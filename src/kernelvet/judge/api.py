@@ -257,6 +257,7 @@ class _Vet:
         else:
             self.hold = shared.hold
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
+        self.w.give_back = self.hold.lean and dev.type == "cuda"
         _drawn_ahead(values, self.hold)
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
         self._references(draw, first_ref)
@@ -281,11 +282,6 @@ class _Vet:
                 raise
             except Exception as exc:
                 raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
-            if hold.lean and self.made_on.type == "cuda":
-                # The draw's and the float64 forward's freed blocks, back to the device: cached in
-                # the judge's allocator, they would be memory the worker cannot have, beyond what
-                # the plan counts the judge holding (sizes.footprint)
-                torch.cuda.empty_cache()
             return made
 
         refs64 = _Lazy(reference_of) if shared is None else shared.refs64
