@@ -475,3 +475,28 @@ def test_a_float32_reference_that_convolves_on_cuda_is_held_to_tf32s_ceiling_not
     assert _own_error_ceiling(torch.float32, cpu, conv) == pytest.approx(5e-4)   # the CPU convolves in float32
     assert _own_error_ceiling(torch.float32, cuda, {"aten::mm"}) == pytest.approx(5e-4)   # matmul TF32 is off by default
     assert _own_error_ceiling(torch.bfloat16, cuda, conv) == pytest.approx(0.1)
+
+
+def _launched_twice(second_apart: float, reference_repeat_mismatches: int, timed_mismatches: int = 0):
+    """Set 1's fresh output, and the determinism call's on the same inputs, `second_apart` away (relative)."""
+    ev = _ev(reference_repeat_mismatches=reference_repeat_mismatches)
+    out = ev.refs64[1].float()
+    again = out * (1 + second_apart) if second_apart else out.clone()
+    ev.calls = [CallRecord("fresh", 1, 1, {}, out), CallRecord("determinism", 1, 1, {}, again)]
+    ev.timing = {"times_ms": [0.01] * 20, "mismatches": timed_mismatches}
+    return REGISTRY[CheckId.DETERMINISM](ev)
+
+
+@pytest.mark.parametrize("apart, ref_mismatches, timed, status", [
+    (0.0, 0, 0, Status.PASS),     # bitwise equal
+    (1e-6, 0, 0, Status.FAIL),    # the reference repeats bitwise: so must the candidate
+    (0.0, 0, 3, Status.FAIL),     # ... its timed reps too
+    (1e-6, 5, 0, Status.PASS),    # the reference's library does not repeat here (atomics): within the bound
+    (1e-6, 5, 3, Status.PASS),    # ... and its timed reps' differing bits are evidence
+    (0.5, 5, 0, Status.FAIL),     # far beyond the bound: read from memory nobody wrote
+])
+def test_determinism_holds_a_candidate_to_the_repeatability_of_its_reference(apart, ref_mismatches, timed, status):
+    f = _launched_twice(apart, ref_mismatches, timed)
+    assert f.status is status, f
+    if status is Status.PASS and apart:
+        assert f.evidence["launches_differ"]["relative_difference"] <= f.evidence["launches_differ"]["tolerance"]

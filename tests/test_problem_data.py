@@ -519,3 +519,20 @@ def test_a_big_models_flops_are_counted_on_the_meta_device_whatever_its_inputs(m
     monkeypatch.setattr(reference, "_flops_in_float64", lambda *a: pytest.fail("counted by a float64 call"))
     model = torch.nn.Linear(128, 128)   # 16k weights, an input of 128 elements
     assert reference._count_flops(model, [torch.ones(1, 128)]) == 2 * 128 * 128
+
+
+# A reference whose float32 library does not repeat bitwise (as cuDNN's atomics-based algorithms do
+# on a GPU; the judge's float64 runs do repeat): every other float32 call rounds differently.
+WOBBLY = problem("self.calls += 1; return torch.tanh(xs[0]) * (1 + (self.calls % 2) * 3e-7 * "
+                 "(xs[0].dtype == torch.float32))", "return [torch.randn(64, 256)]", ctor="self.calls = 0")
+
+
+def test_a_reference_that_does_not_repeat_bitwise_lets_the_candidate_differ_within_the_bound(tmp_path):
+    ref = write(tmp_path, "wobbly.py", WOBBLY)
+    honest = vet(write(tmp_path, "honest.py", as_candidate(WOBBLY)), ref, device="cpu", allow=HONEST, settings=QUICK)
+    assert honest.verdict is Verdict.PASS, [f.summary for f in honest.failed]
+    det = next(f for f in honest.findings if f.check is CheckId.DETERMINISM)
+    assert "launches_differ" in det.evidence or "timed_reps_differing" in det.evidence, det
+    far = as_candidate(WOBBLY, "self.calls += 1; return torch.tanh(xs[0]) * (1 + (self.calls % 2) * 5e-4)")
+    report = vet(write(tmp_path, "far.py", far), ref, device="cpu", allow=HONEST, settings=QUICK)
+    assert report.verdict is Verdict.REJECT and failed(report) & {CheckId.DETERMINISM, CheckId.PRECISION}

@@ -68,6 +68,7 @@ class Evidence:
     # what the checks read of the judge's own work (named, never string keys of `extra`)
     error_floor: float = 0.0                # the error a truly-zero output is normalised by (metrics.error_floor)
     reference_aten_ops: tuple[str, ...] = ()    # the aten ops the reference dispatched in its traced call
+    reference_repeat_mismatches: int = 0    # the reference's timed reps whose bits differed from its first rep's
     reference_weights: list | None = None   # the reference's [name, shape, is_parameter] per weight
     candidate_weights: list | None = None   # the candidate's, as its worker described them
     reused_output: str = "allow"            # the policy on a call that returns an earlier output's storage

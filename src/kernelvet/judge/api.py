@@ -349,6 +349,7 @@ class _Vet:
         ev.reference_row_errors = ref_run["row_errors"]
         ev.null_trusted = ref_run["null_trusted"]
         ev.reference_aten_ops = tuple(sorted(ref_run["aten_ops"]))
+        ev.reference_repeat_mismatches = ref_run.get("repeat_mismatches", 0)
         try:
             ev.source_hits = scan_source(source, forbidden_for_aten_ops(ev.forbidden) | _BELOW_DISPATCHER
                                          if ev.forbidden else frozenset(), filename=self.candidate)

@@ -95,8 +95,11 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
     if out.dtype.is_floating_point and max(errors) > _own_error_ceiling(out.dtype, dev, ops):
         raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
                            f"(relative); the problem is ill-conditioned or nondeterministic. {w.output()[-500:]}")
+    # timed reps of the reference that returned other bits than its first rep on the same inputs:
+    # its library's algorithms do not repeat bitwise on this device (atomics), so a candidate's need not
     return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
-            "row_errors": rows, "null_trusted": prices, **prepared}
+            "row_errors": rows, "null_trusted": prices, "repeat_mismatches": int(timed.body.get("mismatches") or 0),
+            **prepared}
 
 
 # cuDNN runs float32 convolutions in TF32 unless told not to (torch.backends.cudnn.allow_tf32, on by
