@@ -13,8 +13,10 @@ from ..evidence import Evidence
 
 def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
     """Under a lean holding, a set used for one request is let go once answered: the worker frees
-    it, the judge keeps its float64 reference and drops its drawn copy. Returns the keys the
-    worker no longer holds."""
+    it, the judge keeps its float64 reference and drops its drawn copy. A problem's later vets
+    (refcache.py) draw it and make its reference again: kept for them, every such set of a big
+    problem would stay in the judge beyond what the plan counts (an H200 ran out of memory that
+    way, at 4 GiB a reference). Returns the keys the worker no longer holds."""
     if not (ev.extra.get("holding") or {}).get("lean"):
         return set()
     ref = ev.refs64[key]   # made now, while the values are here
@@ -22,7 +24,10 @@ def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
         torch.cuda.synchronize(ref.device)
     if worker:   # a set the worker held for one request: its reference served that request alone
         compact.drop_reference(ev, key)
-    for held in (values, getattr(values, "_own", None)):
+        shared_refs = getattr(ev.refs64, "_shared", None)
+        if shared_refs is not None:
+            shared_refs.pop(key, None)
+    for held in (values, getattr(values, "_own", None), getattr(values, "_shared", None)):
         if held is not None:
             held.pop(key, None)
     if not worker:
