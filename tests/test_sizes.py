@@ -406,7 +406,19 @@ def test_lean_vets_sharing_a_reference_let_go_of_the_sets_used_once(tmp_path, mo
         assert shared.refs64[once].device.type == "cpu"   # made again on use, not a stand-in
         assert shared.refs64[once].dtype == (torch.float32 if tight else torch.float64)
         second = vet(zeros, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
+        kept = []
+        real = judge.lean._let_go
+
+        def spy(w, ev, values, key, worker=True):   # a later vet's own never-seen sets: let go whole
+            out = real(w, ev, values, key, worker)
+            if worker and key in ev.refs64._own:
+                kept.append(key)
+            return out
+
+        monkeypatch.setattr(judge.lean, "_let_go", spy)
+        monkeypatch.setattr(judge.plan, "_let_go", spy)
         third = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
+    assert not kept
     assert first.verdict is Verdict.PASS and third.verdict is Verdict.PASS, [f.summary for f in third.failed]
     assert second.verdict is Verdict.REJECT and CheckId.CACHING in failed(second)
 

@@ -23,10 +23,10 @@ def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
     if ref.is_cuda:   # GPU path: the judge's float64 work done before the worker's next timed request
         torch.cuda.synchronize(ref.device)
     if worker:   # a set the worker held for one request: its reference served that request alone
-        compact.drop_reference(ev, key)
-        shared_refs = getattr(ev.refs64, "_shared", None)
-        if shared_refs is not None:
-            shared_refs.pop(key, None)
+        compact.drop_reference(ev, key)   # in the vet's view; below, in the layers beneath it
+        for layer in (getattr(ev.refs64, "_own", None), getattr(ev.refs64, "_shared", None)):
+            if layer is not None:
+                layer.pop(key, None)
     for held in (values, getattr(values, "_own", None), getattr(values, "_shared", None)):
         if held is not None:
             held.pop(key, None)
