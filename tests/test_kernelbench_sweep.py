@@ -55,6 +55,21 @@ def test_three_candidates_per_problem_and_a_manifest_batch_reads(tree, tmp_path)
     assert b.shape == () and b.dtype == torch.float32 and b.item() == 0.0
 
 
+def test_output_shapes_an_earlier_part_recorded_are_not_worked_out_again(tree, tmp_path, monkeypatch):
+    """A part resumed (or its tables rebuilt) takes the shapes from problems.json where the problem's
+    source is the same: a meta run of a deep LSTM takes a CPU tens of seconds."""
+    chosen = sweep.problems(str(tree), [1], sweep.parse_ranges("19"))
+    _, info = sweep.generate(chosen, str(tmp_path / "work"))
+    sweep.save_info(str(tmp_path), info, ["first"])
+    known, commands = sweep.load_parts(str(tmp_path))
+    monkeypatch.setattr(sweep, "output_spec", lambda path: pytest.fail("worked out again"))
+    _, again = sweep.generate(chosen, str(tmp_path / "work"), known)
+    assert again == info and commands == ["first"]
+    changed = {k: {**v, "sha256": "another source"} for k, v in known.items()}
+    monkeypatch.setattr(sweep, "output_spec", lambda path: {"output": None, "how": None})
+    assert sweep.generate(chosen, str(tmp_path / "work"), changed)[1][(1, 19)]["output"] is None
+
+
 def _r(i, verdict, failed=(), error=None, fault=None):
     return Record(id=i, problem="p", candidate="c", verdict=verdict, failed=tuple((c, "s") for c in failed),
                   error=error, fault=fault, vet_s=1.0)
