@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kernelvet import metrics, sizes, vet
-from kernelvet.errors import ProblemError, UsageError
+from kernelvet.errors import HarnessError, ProblemError, UsageError
 from kernelvet.ids import CheckId
 from kernelvet.judge import Settings
 from kernelvet.report import Status, Verdict
@@ -536,3 +536,52 @@ def test_a_reference_that_does_not_repeat_bitwise_lets_the_candidate_differ_with
     far = as_candidate(WOBBLY, "self.calls += 1; return torch.tanh(xs[0]) * (1 + (self.calls % 2) * 5e-4)")
     report = vet(write(tmp_path, "far.py", far), ref, device="cpu", allow=HONEST, settings=QUICK)
     assert report.verdict is Verdict.REJECT and failed(report) & {CheckId.DETERMINISM, CheckId.PRECISION}
+
+
+# A reference whose float32 arithmetic drifts while cuDNN's TF32 is on, as deep convolutional
+# networks do on a GPU (KernelBench's ResNet101 missed float64 by 0.07 on an H200, by 1.1e-4 on a
+# CPU): the judge's float64 runs and a worker with TF32 off do not drift.
+TF32_DRIFT = problem("return torch.tanh(xs[0]) * (1 + 0.05 * float(torch.backends.cudnn.allow_tf32 "
+                     "and xs[0].dtype == torch.float32))", "return [torch.randn(64, 256)]")
+
+
+@pytest.fixture
+def drifts_as_on_cuda(monkeypatch):
+    """The judge takes this CPU problem's float32 reference for a convolution's on CUDA."""
+    from kernelvet.judge import reference
+    monkeypatch.setattr(reference, "_tf32_may_drift", lambda dtype, dev, ops: dtype == torch.float32)
+
+
+def test_a_problem_whose_tf32_yardstick_drifts_is_judged_in_float32_proper(tmp_path, drifts_as_on_cuda):
+    ref = write(tmp_path, "drift.py", TF32_DRIFT)
+    honest = vet(write(tmp_path, "honest.py", as_candidate(TF32_DRIFT)), ref, device="cpu", allow=HONEST,
+                 settings=QUICK)
+    assert honest.verdict is Verdict.PASS, [f.summary for f in honest.failed]
+    assert "missed float64 by 0.05 with it" in honest.device["float32"]
+    zeros = as_candidate(TF32_DRIFT, "return torch.zeros_like(xs[0])")
+    assert CheckId.PRECISION in failed(vet(write(tmp_path, "zeros.py", zeros), ref, device="cpu", allow=HONEST,
+                                           settings=QUICK))
+    # a candidate that turns TF32 back on for itself
+    tf32 = "import torch\ntorch.backends.cudnn.allow_tf32 = True\n" + as_candidate(TF32_DRIFT)
+    report = vet(write(tmp_path, "tf32.py", tf32), ref, device="cpu", allow=HONEST, settings=QUICK)
+    assert {CheckId.GLOBAL_STATE, CheckId.PRECISION} & failed(report), [f.summary for f in report.findings]
+
+
+def test_a_later_vet_of_a_drifting_problem_runs_its_candidate_in_float32_proper(tmp_path, drifts_as_on_cuda):
+    from kernelvet.problem import load_problem
+    from kernelvet.refcache import ReferenceCache
+    ref = write(tmp_path, "drift.py", TF32_DRIFT)
+    honest = write(tmp_path, "honest.py", as_candidate(TF32_DRIFT))
+    with ReferenceCache(load_problem(ref)) as cache:
+        first = vet(honest, ref, device="cpu", allow=HONEST, settings=QUICK, reference=cache)
+        second = vet(honest, ref, device="cpu", allow=HONEST, settings=QUICK, reference=cache)
+    assert first.verdict is Verdict.PASS and second.verdict is Verdict.PASS, [f.summary for f in second.failed]
+    assert "float32" in second.device
+
+
+def test_a_drift_that_float32_proper_does_not_cure_is_still_the_problems(tmp_path, drifts_as_on_cuda):
+    text = problem("return torch.tanh(xs[0]) * (1 + 0.05 * float(xs[0].dtype == torch.float32))",
+                   "return [torch.randn(64, 256)]")
+    ref = write(tmp_path, "always.py", text)
+    with pytest.raises(HarnessError, match=r"misses its float64 result by 0\.05 .*with cuDNN's TF32 on: 0\.05"):
+        vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", allow=HONEST, settings=QUICK)

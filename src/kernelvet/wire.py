@@ -97,6 +97,7 @@ REQUESTS: dict[str, Body] = {k: Body(**v.kinds, **_LENT) for k, v in {
     "probe": Body(set=SET, sleep_ms=SECONDS),
     "audit": Body(set=SET, sleep_ms=SECONDS, own=BOOL, ops=BOOL),
     "release": Body(empty_cache=BOOL, sets=INTS),
+    "precision": Body(tf32=BOOL),
     "integrity": Body(),
     "lend": Body(),   # a probe: the one lent tensor, returned through the one room
     "bye": Body(),
@@ -130,5 +131,5 @@ REPLIES: dict[str, Body] = {k: Body(**v, **_INTEGRITY) for k, v in {
 # The one reply each request may get (besides "failed"): a candidate that writes forged frames into
 # the worker's socket desynchronises the stream, and the next mismatch ends the worker.
 ANSWERS = {None: "hello", "prepare": "prepared", "load": "loaded", "inputs": "ok", "overwrite": "ok", "release": "ok",
-           "call": "output", "time": "timed", "probe": "probed", "audit": "audited", "loop": "looped",
+           "precision": "ok", "call": "output", "time": "timed", "probe": "probed", "audit": "audited", "loop": "looped",
            "integrity": "state", "lend": "lent"}

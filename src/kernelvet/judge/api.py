@@ -318,6 +318,8 @@ class _Vet:
         prob, shared = self.prob, self.shared
         if self.ran_before is not None:
             self.ref_run = {**self.ran_before, **_prepared(self.w, self.dev, self.settings.flush_factor)}
+            if self.ref_run.get("tf32_off"):   # the problem is judged in float32 proper, as its reference ran
+                self.w.request("precision", {"tf32": False})
         else:
             self.ref_run = _run_reference(self.w, self.dev, self.values, self.keys.fresh, self.refs64, self.settings,
                                           prob.path or prob.name, self.size, self.floor, max(self.timeout, 120.0),
@@ -426,7 +428,8 @@ class _Vet:
             verdict=verdict, findings=findings, timing=timing, problem=self.prob.to_json(),
             candidate=os.path.abspath(self.candidate), candidate_sha256=source_sha256,
             device={**info, "judged_on": str(self.judged_on), "inputs_drawn_on": str(self.draws_on or "cpu"),
-                    "sets_kept_on": str(self.draws_on if self.sets_kept else "cpu"), "transfers": self.w.transfers}, seed=self.keys.secret, versions=_versions(),
+                    "sets_kept_on": str(self.draws_on if self.sets_kept else "cpu"), "transfers": self.w.transfers,
+                    **_float32_said(ref_run.get("tf32_off"))}, seed=self.keys.secret, versions=_versions(),
             waived=tuple(sorted(waived, key=str)),
             candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
             library_policy=policy.to_json())
@@ -434,6 +437,14 @@ class _Vet:
 
 # what _run_reference answers about the worker it ran in, not about the problem
 _WORKER_OWN = ("spare_start_s", "device_info")
+
+
+def _float32_said(tf32_off: dict | None) -> dict:
+    """The report's word on a problem judged in float32 proper (judge/reference.py), or nothing."""
+    if not tf32_off:
+        return {}
+    return {"float32": f"cuDNN's TF32 off in the workers: the reference missed float64 by "
+                       f"{tf32_off['tf32_error']:.3g} with it, by {tf32_off['error']:.3g} without"}
 
 
 def _ran_before(shared: SharedReference | None, price_nulls: bool) -> dict | None:

@@ -282,6 +282,18 @@ class Worker:
         """The judge's probe of lent buffers: its one tensor, back through its one room."""
         return "lent", {}, [codec.to_blob(codec.from_blob(msg.tensors[0]), device_ok=True)] if msg.tensors else []
 
+    def _do_precision(self, msg):
+        """Float32 proper: cuDNN's TF32 off (PyTorch's matmuls are off by default), for a problem
+        whose TF32 yardstick drifts from float64 beyond what can judge (judge/reference.py). Asked
+        before any candidate code runs here; the state the candidate is held to includes it."""
+        if getattr(self, "candidate_dir", None) is not None:
+            raise RuntimeError("precision is set before a candidate loads")   # never laundering its state
+        if msg.body.get("tf32") is False:
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+        self.state0 = global_state()
+        return "ok", {}, []
+
     def _do_release(self, msg):
         # `sets`: input sets the judge will not use again (a big problem's sets sent for one request)
         for s in msg.body.get("sets") or ():
