@@ -15,7 +15,8 @@
 #   bench/gpu_session.sh sweep LEVELS RANGE [SECONDS]   a part of the KernelBench sweep into
 #                                  $OUT/sweep (bench/kernelbench_sweep.py; default 560 s): stopped by
 #                                  SIGINT, then SIGKILL, when its time is up, so that every verdict
-#                                  written so far stays; the same folder resumes it
+#                                  written so far stays; the same folder resumes it (RESUME=DIR: a
+#                                  part's folder carried from here, copied in first)
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
@@ -87,6 +88,8 @@ case "${1:-bench}" in
       > "$OUT/practice-cuda.txt" 2>&1
     echo "practice exit $? after $((SECONDS - START)) s"; grep -E "^[0-9]+/[0-9]+ |cheats rejected" "$OUT/practice-cuda.txt" ;;
   sweep)
+    # RESUME=DIR: an earlier part's folder (results.jsonl, problems.json), carried to the device: resumed
+    mkdir -p "$OUT/sweep"; [ -n "${RESUME:-}" ] && [ -d "$RESUME" ] && cp -r "$RESUME"/. "$OUT/sweep"/
     setsid python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --device cuda --levels "${2:?levels}" \
       --range "${3:?range}" -- --no-progress > "$OUT/sweep.log" 2>&1 &
     pid=$!
