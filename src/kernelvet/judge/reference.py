@@ -70,7 +70,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         for k in fresh:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
-        out, traced, timed, errors = _reference_calls(w, fresh, refs64, settings, floor)
+        out, second, traced, timed, errors = _reference_calls(w, fresh, refs64, settings, floor)
         tf32 = None   # the library's default
         ops = set(traced.body.get("aten_ops", []))
         if out is not None and out.dtype.is_floating_point and max(errors) > _own_error_ceiling(out.dtype, dev, ops) \
@@ -79,7 +79,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
             # float32 proper, its reference run again with TF32 off, and every candidate with it
             tf32 = {"tf32_error": max(errors)}
             w.request("precision", {"tf32": False})
-            out, traced, timed, errors = _reference_calls(w, fresh, refs64, settings, floor)
+            out, second, traced, timed, errors = _reference_calls(w, fresh, refs64, settings, floor)
         # what the judge's clocks will subtract, priced before any candidate code runs here
         prices = null_prices.trusted(w, fresh, settings, w.max_blob_bytes, dev.type == "cuda",
                                      reps=len(timed.body.get("times_ms") or ()),
@@ -94,7 +94,6 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
                            f"{w.output()[-500:]}") from None
     if out is None:
         raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
-    second = _decode_output(traced)
     rows = {}
     if out.dtype.is_floating_point and second is not None and second.shape == out.shape == refs64[fresh[0]].shape:
         rows = {fresh[0]: metrics.row_errors(out, refs64[fresh[0]]), fresh[1]: metrics.row_errors(second, refs64[fresh[1]])}
@@ -112,15 +111,15 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
 
 
 def _reference_calls(w, fresh, refs64, settings: Settings, floor: float) -> tuple:
-    """The reference's two traced calls and its timing in its worker: (first output, the second
+    """The reference's two traced calls and its timing in its worker: (the two outputs, the second
     call's message, the timing's message, the two outputs' errors against float64)."""
     out = _decode_output(w.request("call", {"set": fresh[0], "trace": True}))
     traced = w.request("call", {"set": fresh[1], "trace": True})
     timed = w.request("time", _time_body(fresh, settings, null_reps=0))
     second = _decode_output(traced)
     if out is None or second is None:
-        return out, traced, timed, [math.inf]
-    return out, traced, timed, [metrics.rel_error(out, refs64[fresh[0]], floor),
+        return out, second, traced, timed, [math.inf]
+    return out, second, traced, timed, [metrics.rel_error(out, refs64[fresh[0]], floor),
                                 metrics.rel_error(second, refs64[fresh[1]], floor)]
 
 

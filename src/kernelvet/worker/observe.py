@@ -52,20 +52,6 @@ def _cpu_event(e) -> list[dict]:
              "end_ns": int(e.end_ns()), "corr": int(e.correlation_id())}]
 
 
-
-def _rows(acts: list[dict], cpu_events: list[dict], with_cpu: bool) -> dict:
-    names: dict[str, int] = {}
-
-    def row(e, fields):
-        return [names.setdefault(e["name"], len(names)), *(e[f] for f in fields)]
-
-    body = {"activities": [row(a, ACTIVITY_FIELDS) for a in acts]}
-    if with_cpu:
-        body["cpu_events"] = [row({**e, "kind": CPU_KINDS.index(e["kind"])}, CPU_EVENT_FIELDS) for e in cpu_events]
-    body["names"] = list(names)
-    return body
-
-
 def _own_binaries(candidate_dir: str | None) -> list[tuple[str, str, bytes]]:
     """(kind, name, bytes) of the binaries this worker's candidate built and loaded: the code of every
     Triton kernel compiled or loaded here (kernelvet's own warm-up kernel aside), and the shared
