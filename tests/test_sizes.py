@@ -465,8 +465,7 @@ def test_a_lean_vet_on_cuda_gives_the_judges_freed_blocks_back_to_the_device(tmp
     path = write(tmp_path, "problem.py", text)
     report = vet(write(tmp_path, "cand.py", as_candidate(text)), path, device="cuda", allow=["library-call"])
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
-    # a block split for a smaller tensor stays cached in part: less than one set's worth
-    assert len(slack) > 10 and max(slack) < 128 << 20, [s >> 20 for s in slack]
+    assert len(slack) > 10 and max(slack) < 64 << 20, [s >> 20 for s in slack]
 
 
 @pytest.mark.gpu
