@@ -6,8 +6,8 @@
     `determinism` holds every later rep to the same bits), not only a separate correctness pass.
 (a) and (b) hold the candidate to its own accuracy on fresh inputs: a thin format is `precision`'s.
 (c) Input values never seen before, timed once each, spread through the timing run and paired
-    with the seen rep just before (L2 flushed for both), must not be much slower, pair by pair: a
-    memoised kernel is fast only on what it has seen. Each unseen rep runs on new values in the
+    with the seen rep just before (L2 flushed for both), must not be much slower than the seen
+    reps, all but one of them (SPARED_PAIRS): a memoised kernel is fast only on what it has seen. Each unseen rep runs on new values in the
     storages of that seen rep (the worker puts its own values back after): new values at seen
     pointers against repeated values, so a plan or CUDA graph captured once per input pointers is
     replayed on both sides of the pair, while an answer remembered by value is not there. Single reps are at the mercy of the host's moments
@@ -41,12 +41,12 @@ from . import pair_clock
 from ._common import not_reached
 
 UNSEEN_RATIO = 2.5
-# The share of pairs whose unseen rep must be slower. Every pair, where reps are timed by the
-# device's own events; on a host clock, most: one seen rep of a memoising kernel preempted by
-# another process (8-16 ms on a busy 2-core host) must not hide it, in any of its runs. An honest
-# kernel's unseen rep, the first of its request, is a little slower anyway, so the share alone
-# protects nothing there; the median ratio and the floor do.
-SLOWER_SHARE = {"cuda": 1.0, "cpu": 0.5}
+# A busy host only ever adds time, to any rep: to an honest unseen rep (making it look like a
+# miss), to a memo's seen rep or control (hiding one). A memo is slow on every new input. So the
+# seen reps and the controls' prices are read by their medians, and a run says "remembers" only
+# where all but one of its unseen reps are much slower: on a busy 2-core host one run of an honest
+# ReLU (2.3 ms) read 3 of 5 unseen reps at 6-18 ms, about as often as its seen reps were hit.
+SPARED_PAIRS = 1
 UNSEEN_FLOOR_MS = {"cuda": 0.005, "cpu": 0.2}
 OWN_SLACK = 4.0   # an answer on seen inputs may be this much worse than on fresh ones
 
@@ -55,6 +55,18 @@ def pair_stats(pairs) -> dict:
     return {"seen_median_ms": statistics.median(p[0] for p in pairs),
             "unseen_median_ms": statistics.median(p[1] for p in pairs),
             "pair_ratio_median": statistics.median(u / max(s_, 1e-9) for s_, u in pairs)}
+
+
+def slow_pairs(pairs, device_type: str) -> int:
+    """How many (seen ms, unseen ms) pairs have an unseen rep much slower than the run's median
+    seen rep: UNSEEN_RATIO times it, and by more than the device's noise floor."""
+    seen = statistics.median(p[0] for p in pairs)
+    return sum(u > UNSEEN_RATIO * seen and u - seen > UNSEEN_FLOOR_MS[device_type] for _, u in pairs)
+
+
+def enough(slow: int, n: int) -> bool:
+    """All but SPARED_PAIRS of n pairs, and at least one."""
+    return slow >= max(n - SPARED_PAIRS, 1)
 
 
 # The most a control may price a request's own cost at, in seen reps of the call (plus the
@@ -75,24 +87,20 @@ def control_price(seen_ms: float, control, device_type: str) -> float:
 
 
 def net_pairs(pairs, controls, device_type: str) -> list[tuple[float, float]]:
-    """(seen ms, unseen ms) pairs, each unseen rep less its control request's price of being the
-    first rep of a request (`control_price`), where controls were taken."""
+    """(seen ms, unseen ms) pairs, each unseen rep less the price of being the first rep of a
+    request: the median of the run's controls' prices (`control_price`), where controls were
+    taken. A control slowed by the host prices nothing away from its own pair."""
     if not controls:
         return [tuple(p) for p in pairs]
-    return [(s_, max(u - control_price(s_, c, device_type), 0.0)) for (s_, u), c in zip(pairs, controls)]
+    price = statistics.median(control_price(s_, c, device_type) for (s_, _), c in zip(pairs, controls))
+    return [(s_, max(u - price, 0.0)) for s_, u in pairs]
 
 
 def remembers(pairs, device_type: str, controls=()) -> bool:
     """(seen ms, unseen ms) pairs (net of their controls, `net_pairs`) that say the candidate is
-    fast only on inputs it has seen: the median pair much slower, every pair (host clock: most)
-    slower, by more than the device's noise floor."""
+    fast only on inputs it has seen: all but SPARED_PAIRS unseen reps much slower (`slow_pairs`)."""
     pairs = net_pairs(pairs, controls, device_type)
-    if not pairs:
-        return False
-    st = pair_stats(pairs)
-    slower = sum(u > s_ for s_, u in pairs)
-    return (st["pair_ratio_median"] > UNSEEN_RATIO and slower >= SLOWER_SHARE[device_type] * len(pairs)
-            and st["unseen_median_ms"] - st["seen_median_ms"] > UNSEEN_FLOOR_MS[device_type])
+    return bool(pairs) and enough(slow_pairs(pairs, device_type), len(pairs))
 
 
 def evaluate(ev) -> Finding:
@@ -127,7 +135,7 @@ def evaluate(ev) -> Finding:
         net = net_pairs(ev.unseen_pairs, ev.unseen_controls, ev.device.type)
         capped = sum(control_price(s_, c, ev.device.type) < c[1] - c[0]
                      for (s_, _), c in zip(ev.unseen_pairs, ev.unseen_controls))
-        stats = pair_stats(net)
+        stats = {**pair_stats(net), "slow_pairs": slow_pairs(net, ev.device.type)}
         evidence.update({**stats, "pairs": [list(p) for p in ev.unseen_pairs],
                          "unseen_at_seen_pointers": ev.unseen_in_place,
                          "waits_ms": list(ev.unseen_waits_ms),
@@ -142,7 +150,7 @@ def evaluate(ev) -> Finding:
                            f"{stats['pair_ratio_median']:.1f}x slower on inputs it has not seen "
                            f"({stats['unseen_median_ms']:.4g} ms{net_of}) than on inputs it has "
                            f"({stats['seen_median_ms']:.4g} ms), "
-                           f"rep for rep{f', in each of {runs} runs' if runs > 1 else ''}: it remembers answers",
+                           f"in {stats['slow_pairs']} of {len(net)} pairs{f', in each of {runs} runs' if runs > 1 else ''}: it remembers answers",
                            evidence)
     judged = pair_clock.of(ev)
     if judged:

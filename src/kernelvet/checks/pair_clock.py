@@ -12,12 +12,12 @@ calls and the cold start of a request's first rep:
     control request: first rep price + call on seen values + seen call
 The seen call is the unit: the larger of the reported median and the judge's own per-call time of
 the timing request (timers.request_clock; a host-bound CUDA call costs its host's pace there, not
-its device time). The control prices the first rep (on CUDA held to CLOCK_PRICE_CAP units: a memo
+its device time). The run's controls, by their median, price the first rep (on CUDA held to CLOCK_PRICE_CAP units: a memo
 that stalls its hits in a request's first rep would price its misses away), and what is left of
 the unseen request is the judge's unseen rep. It must stay within UNSEEN_RATIO units, beyond the
 noise of a request's own cost (PAIR_FLOOR_S, PAIR_JITTER of the null pair request, and the spread
 of the run's controls: a request carrying a big set costs its copies, which vary from one request
-to the next), in most pairs.
+to the next), in all pairs but one.
 What the judge's clock cannot see: a memo saving less per call than about PAIR_FLOOR_S and the
 controls' spread (there the worker's pair times stand), and one that rewrites the worker's reply
 and also stalls its hits in the control's first rep, on a host clock at all, on CUDA while a miss
@@ -81,8 +81,11 @@ def judged_pairs(clocks: list[dict], unit: float, trusted: dict | None, lead_ms:
         control = min(max(c["control_s"] - null, 0.0), (2 + CLOCK_PRICE_CAP[device_type]) * unit + floor)
         priced.append((null, capped, control))
     spread = _spread([p[2] for p in priced])
+    # the first rep's price is the run's: its controls' median (one the host slowed prices
+    # nothing away from its own pair; caching.net_pairs reads the worker's controls alike)
+    control = statistics.median(p[2] for p in priced) if priced else 0.0
     out = []
-    for c, (null, capped, control) in zip(clocks, priced):
+    for c, (null, capped, _) in zip(clocks, priced):
         first = max(control - 2 * unit, 0.0)
         unseen = c["unseen_s"] - null - unit - first
         bound = UNSEEN_RATIO * unit + PAIR_FLOOR_S[device_type] + PAIR_JITTER * null + spread
@@ -111,10 +114,12 @@ def _new_call(unseen: float, control: float, first: float, noise: float, lead: f
 
 
 def _spread(controls: list[float]) -> float:
-    """How much the controls varied, less the one that varied most (one slow moment of the host
-    does not widen every pair's bound)."""
-    ranked = sorted(controls)
-    return ranked[-2] - ranked[0] if len(ranked) > 2 else (ranked[-1] - ranked[0] if ranked else 0.0)
+    """How much the controls varied: twice their median's lead over the least. The host only adds
+    time, so the lower half of the controls tells what the request itself varies by, and moments
+    when the host slowed a few of them widen no pair's bound."""
+    if not controls:
+        return 0.0
+    return 2 * (statistics.median(controls) - min(controls))
 
 
 def least_ms(judged: list[dict], device_type: str) -> float | None:
@@ -129,8 +134,10 @@ def least_ms(judged: list[dict], device_type: str) -> float | None:
 
 
 def remembers(judged: list[dict]) -> bool:
-    """Most pairs' unseen reps, by the judge's clock, beyond their bound."""
-    return bool(judged) and 2 * sum(j["slower"] for j in judged) > len(judged)
+    """All but caching.SPARED_PAIRS pairs' unseen reps, by the judge's clock, beyond their bound:
+    the host's noise only adds time, to some requests; a memo's misses are in every one."""
+    from .caching import enough
+    return bool(judged) and enough(sum(j["slower"] for j in judged), len(judged))
 
 
 def of(ev, clocks: list[dict] | None = None) -> list[dict]:
