@@ -123,6 +123,21 @@ def test_the_shape_only_run_leaves_the_model_as_it_was():
     assert model.kept is None and model.lin.weight.device.type == "cpu"
 
 
+def test_a_shape_only_run_of_too_many_ops_gives_up_and_a_short_one_does_not(monkeypatch):
+    """A recurrent layer unrolls step by step on the meta device (KernelBench's 6-layer LSTMs:
+    46,000 ops, 5-6 s of the judge's CPU): past META_OPS_MAX the run stops, and the judge sizes
+    the problem after its first reference. A deep stack of short layers is well within it."""
+    lstm = torch.nn.LSTM(8, 8, num_layers=6, batch_first=True)
+    x = torch.randn(2, 64, 8)   # 6 layers x 64 steps: about 5,800 ops
+    assert sizes.shape_only(lstm, [x]) is None
+    monkeypatch.setattr(sizes, "META_OPS_MAX", 100_000)
+    est = sizes.shape_only(lstm, [x])
+    assert est is not None and est.output_elements == 2 * 64 * 8 + 2 * 6 * 2 * 8
+    deep = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()) for _ in range(200)])
+    est = sizes.shape_only(deep, [torch.randn(4, 8)])
+    assert est is not None and est.output_elements == 32
+
+
 # -- the lean plan, on the CPU ----------------------------------------------------------------
 
 def _hold(monkeypatch, hold: sizes.Holding) -> None:

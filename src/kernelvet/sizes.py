@@ -14,6 +14,7 @@ import dataclasses
 import os
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 MARGIN = 2               # slack on the largest tensor a message of this problem may carry
 WIDEST = 8               # bytes per element of the widest dtype the protocol carries
@@ -340,17 +341,29 @@ def _short(need: int, memory_bytes: int, kind: str, what: str, size: ProblemSize
             f"more than {what} {_gib(memory_bytes)}")
 
 
+# The most ops a shape-only run may dispatch. Each costs about 0.1 ms of the judge's CPU on the
+# meta device, where a recurrent layer without a meta kernel unrolls step by step: KernelBench's
+# LSTMs and GRUs dispatch 46,000-98,000 (5-12 s on this project's 2-core CPU), every other of its
+# 250 problems at most 1,793. Cut at 5,000: 0.7 s.
+META_OPS_MAX = 5_000
+
+
+class _TooLong(Exception):
+    pass
+
+
 def shape_only(model: torch.nn.Module, inputs: list) -> ProblemSize | None:
     """The problem's size from one run of a copy of `model` on the meta device (shapes propagate,
-    nothing is computed or allocated); None where an op has no meta kernel."""
+    nothing is computed or allocated); None where an op has no meta kernel, or where the run
+    passes META_OPS_MAX ops (the judge then measures after its first reference, as there)."""
     import copy
     try:   # a copy whose weights are meta tensors (no data copied), so that the forward changes nothing of the model
         tensors = [*model.parameters(), *model.buffers()]
         meta = copy.deepcopy(model, memo={id(t): _meta_like(t) for t in tensors})
         args = tuple(x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs)
-        with torch.no_grad():
+        with torch.no_grad(), _OpBudget(META_OPS_MAX):
             out = meta(*args)
-    except Exception:  # noqa: BLE001 - no meta kernel: the judge measures after its first reference
+    except Exception:  # noqa: BLE001 - no meta kernel, or too long a run: measured after the first reference
         return None
     leaves = _leaves(out)
     if not leaves and not isinstance(out, (bool, int, float)):
@@ -366,6 +379,20 @@ def host_memory() -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+class _OpBudget(TorchDispatchMode):
+    """Raises _TooLong at the op past `most`."""
+
+    def __init__(self, most: int):
+        super().__init__()
+        self.left = most
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.left -= 1
+        if self.left < 0:
+            raise _TooLong()
+        return func(*args, **(kwargs or {}))
 
 
 def _meta_like(t: torch.Tensor) -> torch.Tensor:
