@@ -16,6 +16,8 @@ import os
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .dispatch_modes import defer_dynamo, settle
+
 MARGIN = 2               # slack on the largest tensor a message of this problem may carry
 WIDEST = 8               # bytes per element of the widest dtype the protocol carries
 FLOOR_BYTES = 1 << 20    # tiny problems: a message may always carry this much
@@ -361,6 +363,7 @@ def shape_only(model: torch.nn.Module, inputs: list) -> ProblemSize | None:
         tensors = [*model.parameters(), *model.buffers()]
         meta = copy.deepcopy(model, memo={id(t): _meta_like(t) for t in tensors})
         args = tuple(x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs)
+        settle(_OpBudget)
         with torch.no_grad(), _OpBudget(META_OPS_MAX):
             out = meta(*args)
     except Exception:  # noqa: BLE001 - no meta kernel, or too long a run: measured after the first reference
@@ -393,6 +396,9 @@ class _OpBudget(TorchDispatchMode):
         if self.left < 0:
             raise _TooLong()
         return func(*args, **(kwargs or {}))
+
+
+defer_dynamo(_OpBudget)   # a judge's first dispatch mode would import Dynamo (and Triton): dispatch_modes
 
 
 def _meta_like(t: torch.Tensor) -> torch.Tensor:
