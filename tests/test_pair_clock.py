@@ -57,6 +57,9 @@ def test_all_pairs_but_one_must_say_so():
     slow, fine = _clock(30 * UNIT_S, 3 * UNIT_S), _clock(3 * UNIT_S, 3 * UNIT_S)
     assert not pair_clock.remembers(pair_clock.judged_pairs([slow, slow, slow, fine, fine], UNIT_S, None, 0.0, "cpu"))
     assert pair_clock.remembers(pair_clock.judged_pairs([slow, slow, slow, slow, fine], UNIT_S, None, 0.0, "cpu"))
+    # a run of two pairs spares none
+    assert not pair_clock.remembers(pair_clock.judged_pairs([slow, fine], UNIT_S, None, 0.0, "cpu"))
+    assert pair_clock.remembers(pair_clock.judged_pairs([slow, slow], UNIT_S, None, 0.0, "cpu"))
 
 
 def test_a_busy_host_slowing_some_requests_is_not_a_memo_and_does_not_hide_one():

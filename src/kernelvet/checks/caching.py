@@ -65,8 +65,9 @@ def slow_pairs(pairs, device_type: str) -> int:
 
 
 def enough(slow: int, n: int) -> bool:
-    """All but SPARED_PAIRS of n pairs, and at least one."""
-    return slow >= max(n - SPARED_PAIRS, 1)
+    """All but SPARED_PAIRS of n pairs; every one of a run too short to spare any (n <= 2: one
+    slowed rep must not decide), and at least one."""
+    return slow > 0 and slow >= (n - SPARED_PAIRS if n > 2 * SPARED_PAIRS else n)
 
 
 # The most a control may price a request's own cost at, in seen reps of the call (plus the
