@@ -384,9 +384,10 @@ class WorkerHandle:
         if max_blob_bytes is None:
             max_blob_bytes = self.max_blob_bytes
         t0 = time.monotonic()
-        torch = sys.modules.get("torch")
-        if self.give_back and type_ is not None and torch is not None and torch.cuda.is_initialized():
-            torch.cuda.empty_cache()   # after the request's loan, which may reuse the blocks
+        if self.give_back and type_ is not None:
+            torch = sys.modules.get("torch")
+            if torch is not None and torch.cuda.is_initialized():
+                torch.cuda.empty_cache()   # after the request's loan, which may reuse the blocks
         try:
             if type_ is not None:
                 protocol.send(self.sock, type_, body, tensors)

@@ -7,10 +7,11 @@
 (a) and (b) hold the candidate to its own accuracy on fresh inputs: a thin format is `precision`'s.
 (c) Input values never seen before, timed once each, spread through the timing run and paired
     with the seen rep just before (L2 flushed for both), must not be much slower than the seen
-    reps, all but one of them (SPARED_PAIRS): a memoised kernel is fast only on what it has seen. Each unseen rep runs on new values in the
-    storages of that seen rep (the worker puts its own values back after): new values at seen
-    pointers against repeated values, so a plan or CUDA graph captured once per input pointers is
-    replayed on both sides of the pair, while an answer remembered by value is not there. Single reps are at the mercy of the host's moments
+    reps, all but one of them (SPARED_PAIRS): a memoised kernel is fast only on what it has seen.
+    Each unseen rep runs on new values in the storages of that seen rep (the worker puts its own
+    values back after): new values at seen pointers against repeated values, so a plan or CUDA
+    graph captured once per input pointers is replayed on both sides of the pair, while an answer
+    remembered by value is not there. Single reps are at the mercy of the host's moments
     (a busy 2-core runner made an honest CPU softmax 5.6x slower on its 5 unseen reps), so pairs
     that say "remembers" are measured again on new unseen inputs (`judge`), up to twice; it
     fails only if every run says so. A kernel that remembers is slow on new inputs every time.
@@ -144,15 +145,15 @@ def evaluate(ev) -> Finding:
                          "controls_capped": capped,
                          "earlier_attempts": ev.unseen_attempts,
                          "earlier_controls": ev.control_attempts})
-        if remembers(ev.unseen_pairs, ev.device.type, ev.unseen_controls):
+        if enough(stats["slow_pairs"], len(net)):   # `remembers`, on the pairs netted above
             runs = 1 + len(evidence["earlier_attempts"])
             net_of = ", net of a request's own cost" if ev.unseen_controls else ""
+            each = f", in each of {runs} runs" if runs > 1 else ""
             return Finding(CheckId.CACHING, Status.FAIL,
                            f"{stats['pair_ratio_median']:.1f}x slower on inputs it has not seen "
                            f"({stats['unseen_median_ms']:.4g} ms{net_of}) than on inputs it has "
                            f"({stats['seen_median_ms']:.4g} ms), "
-                           f"in {stats['slow_pairs']} of {len(net)} pairs{f', in each of {runs} runs' if runs > 1 else ''}: it remembers answers",
-                           evidence)
+                           f"in {stats['slow_pairs']} of {len(net)} pairs{each}: it remembers answers", evidence)
     judged = pair_clock.of(ev)
     if judged:
         evidence.update({"judge_pairs": judged,

@@ -12,12 +12,12 @@ calls and the cold start of a request's first rep:
     control request: first rep price + call on seen values + seen call
 The seen call is the unit: the larger of the reported median and the judge's own per-call time of
 the timing request (timers.request_clock; a host-bound CUDA call costs its host's pace there, not
-its device time). The run's controls, by their median, price the first rep (on CUDA held to CLOCK_PRICE_CAP units: a memo
-that stalls its hits in a request's first rep would price its misses away), and what is left of
-the unseen request is the judge's unseen rep. It must stay within UNSEEN_RATIO units, beyond the
-noise of a request's own cost (PAIR_FLOOR_S, PAIR_JITTER of the null pair request, and the spread
-of the run's controls: a request carrying a big set costs its copies, which vary from one request
-to the next), in all pairs but one.
+its device time). The run's controls, by their median, price the first rep (on CUDA held to
+CLOCK_PRICE_CAP units: a memo that stalls its hits in a request's first rep would price its misses
+away), and what is left of the unseen request is the judge's unseen rep. It must stay within
+UNSEEN_RATIO units, beyond the noise of a request's own cost (PAIR_FLOOR_S, PAIR_JITTER of the null
+pair request, and the spread of the run's controls: a request carrying a big set costs its copies,
+which vary from one request to the next), in all pairs but one.
 What the judge's clock cannot see: a memo saving less per call than about PAIR_FLOOR_S and the
 controls' spread (there the worker's pair times stand), and one that rewrites the worker's reply
 and also stalls its hits in the control's first rep, on a host clock at all, on CUDA while a miss
