@@ -15,7 +15,7 @@
     flush, and the work on an output of the call's shape: its copy, its bitwise check). The
     request's duration, less its warm-up and the reps' own cost, per call, must be accounted for
     by the reported median as in (2): a recorder that shrinks the times it is handed fails here
-    even when every call ran. And a loop far faster than the reported time
+    even when every call ran. And a loop far faster than the fastest reported rep
     (a loop that skipped its calls) fails (2) from below.
 (4) What (2) and (3) subtract, the null requests, run in the candidate's worker, which can slow
     them to hide its own work in them: each may cost at most NULL_CAP times its price taken while
@@ -55,8 +55,8 @@ SLACK_MS = {"cuda": 0.15, "cpu": 0.05}
 LEAST_RATIO = 1.5
 
 
-# A loop this much faster per call than the reported time, by both of the judge's clocks, skipped
-# its calls: back to back, without flushes, a call runs faster than per rep (warm caches), but not
+# A loop this much faster per call than the fastest reported rep, by both of the judge's clocks,
+# skipped its calls: back to back, without flushes, a call runs faster than per rep (warm caches), but not
 # 8x; and the loop's work must be long enough (FLOOR_MIN_MS at the floor, in all) to be told from
 # the null loop's noise (a busy moment makes a loop look slower, never faster).
 FLOOR_RATIO = 8.0
@@ -215,7 +215,10 @@ def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0, trust
     per_call = min(wall, cpu) if cpu is not None else wall
     most = max(wall, cpu) if cpu is not None else wall
     bound = RATIO * attempt["reported_ms"] + SLACK_MS[device_type]
-    floor = attempt["reported_ms"] / (FLOOR_RATIO * max(timing_load, 1.0))
+    # from below, the fastest rep: a busy host only adds time, and an overloaded one stretched an
+    # honest CPU call's median 40x past the loop's pace (264 ms against 6.5 ms per call)
+    fastest = min(attempt.get("times_ms") or (), default=attempt["reported_ms"])
+    floor = min(fastest, attempt["reported_ms"]) / (FLOOR_RATIO * max(timing_load, 1.0))
     skipped = n * floor >= FLOOR_MIN_MS and most < floor
     says = "disagrees" if skipped else _says(per_call, bound, cpu, attempt.get("wait_s"),
                                              attempt.get("null_wait_s"), n, attempt["judge_s"])
