@@ -126,6 +126,21 @@ def test_the_runs_library_policy_reaches_every_job(tmp_path, capsys):
     assert verdicts[("--library-policy", "off")] == ("pass", set())
 
 
+def test_a_check_that_could_not_decide_leaves_an_error_record_not_a_pass(tmp_path, capsys, monkeypatch):
+    from kernelvet.checks import REGISTRY
+    from kernelvet.ids import CheckId
+    monkeypatch.setitem(REGISTRY, CheckId.PRECISION, lambda ev: 1 / 0)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "relu", "problem": os.path.join(practice.PROBLEMS, "relu.py"),
+                                    "candidate": practice.by_name("relu").path}) + "\n")
+    out = tmp_path / "r.jsonl"
+    assert cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress"]) == 0
+    capsys.readouterr()
+    (record,) = read_records(str(out))[0]
+    assert record.verdict == "error" and record.fault == "harness", record
+    assert "precision: the check itself failed: ZeroDivisionError" in record.error
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--out", "r.jsonl"], "give --problems DIR with --candidates DIR, or --manifest"),
     (["--manifest", "none.jsonl", "--out", "r.jsonl"], "--manifest none.jsonl: no such file"),

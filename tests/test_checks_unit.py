@@ -10,7 +10,7 @@ from kernelvet import judge
 from kernelvet.checks import REGISTRY, evaluate_all
 from kernelvet.evidence import CallRecord, Evidence
 from kernelvet.ids import ALL_CHECKS, CheckId
-from kernelvet.report import Status
+from kernelvet.report import Finding, Status, Verdict, verdict_of
 
 
 def _ev(device="cuda", **kw):
@@ -210,8 +210,14 @@ def test_every_check_has_exactly_one_evaluator():
 
 def test_a_crashing_check_is_an_error_not_a_pass(monkeypatch):
     monkeypatch.setitem(REGISTRY, CheckId.PRECISION, lambda ev: 1 / 0)
-    f = {f.check: f for f in evaluate_all(_ev("cpu"))}[CheckId.PRECISION]
+    findings = evaluate_all(_ev("cpu"))
+    f = {f.check: f for f in findings}[CheckId.PRECISION]
     assert f.status is Status.ERROR
+    # no verdict where a check could not decide; a failed check still rejects
+    assert verdict_of(findings) is Verdict.ERROR and Verdict.ERROR.exit_code == 3
+    failed = Finding(CheckId.TIMERS, Status.FAIL, "forged")
+    assert verdict_of([*findings, failed]) is Verdict.REJECT
+    assert verdict_of([Finding(CheckId.TIMERS, Status.PASS, "ok")]) is Verdict.PASS
 
 
 def test_an_early_stop_relabels_only_the_checks_it_left_without_evidence():

@@ -86,6 +86,9 @@ class Evidence:
     library_policy: Any = None              # checks.library_policy.Policy: what the candidate must write itself
     own_kernels: frozenset[str] = frozenset()   # kernel symbols of the binaries the candidate's builds loaded
     declared_tolerance: float | None = None     # the error bound the problem declares (None: its dtype's)
+    # values key -> the reference implementation's own error on that set, made by the judge on first
+    # use (judge/own_error.py; None where it cannot be had); None: not offered (a lean holding)
+    reference_error_on: Any = None
     _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def add_call(self, phase: str, set_id: int, values_of: int, meta: dict, output: torch.Tensor | None) -> None:

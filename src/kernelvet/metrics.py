@@ -26,6 +26,26 @@ def tolerance(dtype: torch.dtype, reference_error: float | None, declared: float
     return base
 
 
+# The most the reference implementation may miss its float64 result by, in units of its dtype's
+# bound, and still be the yardstick (judge/reference.py), on the sets it ran on or any other.
+REFERENCE_CEILING = 10.0
+
+
+def on_set(dtype: torch.dtype, set_error: float | None, declared: float | None = None) -> float:
+    """The bound on one input set from the reference implementation's own error on that set
+    (judge/own_error.py), capped at REFERENCE_CEILING times the dtype's or declared bound."""
+    if set_error is None or not math.isfinite(set_error):
+        return tolerance(dtype, None, declared)
+    base = TOLERANCE.get(dtype, 0.0) if declared is None else declared
+    return tolerance(dtype, min(set_error, REFERENCE_CEILING * base), declared)
+
+
+def widest_on_set(dtype: torch.dtype, declared: float | None = None) -> float:
+    """The widest bound any set's own reference error can give (`on_set` at the ceiling)."""
+    base = TOLERANCE.get(dtype, 0.0) if declared is None else declared
+    return on_set(dtype, REFERENCE_CEILING * base, declared)
+
+
 def rel_error(out: torch.Tensor, ref64: torch.Tensor, floor: float = 0.0) -> float:
     """||out - ref|| / max(||ref||, floor) in float64 (inf when out has non-finite values where ref
     is finite). `floor` (see `error_floor`) keeps an output that is truly zero from turning the

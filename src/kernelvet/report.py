@@ -58,6 +58,14 @@ class Finding:
         }
 
 
+def verdict_of(findings) -> Verdict:
+    """Reject on any failed check; else, where a check could not decide (a bug of its own, caught
+    as an error finding), no verdict: never a pass it did not vouch for."""
+    if any(f.status is Status.FAIL for f in findings):
+        return Verdict.REJECT
+    return Verdict.ERROR if any(f.status is Status.ERROR for f in findings) else Verdict.PASS
+
+
 @dataclasses.dataclass(frozen=True)
 class Timing:
     """Candidate timing, with the reference timed the same way in the same run."""

@@ -15,6 +15,7 @@ import time
 from typing import Iterable, Iterator, Protocol
 
 from ..errors import HarnessError, ProblemError, UsageError
+from ..report import Status, Verdict
 from .jobs import Job, ProblemGroup
 from .results import Record
 
@@ -71,7 +72,9 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
     except Exception as exc:  # noqa: BLE001 - one job's internal failure must not end a run of thousands
         return Record(**base, verdict="error", error=f"internal error: {type(exc).__name__}: {exc}",
                       fault="harness", vet_s=time.monotonic() - t0, finished_at=time.time())
-    return Record(**base, verdict=str(report.verdict),
+    errors = "; ".join(f"{f.check}: {f.summary}" for f in report.findings if f.status is Status.ERROR)
+    return Record(**base, verdict=str(report.verdict), error=errors if report.verdict is Verdict.ERROR else None,
+                  fault="harness" if report.verdict is Verdict.ERROR else None,
                   failed=tuple((str(f.check), f.summary) for f in report.failed),
                   timing=_timing(report), vet_s=time.monotonic() - t0, candidate_sha256=report.candidate_sha256,
                   device=str(report.device.get("name") or report.device.get("type") or ""),

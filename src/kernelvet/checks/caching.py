@@ -4,7 +4,8 @@
     with new random values: a cache keyed on pointers or shapes now returns yesterday's answer.
 (b) Outputs of timed calls are verified against the reference (the first of each input set;
     `determinism` holds every later rep to the same bits), not only a separate correctness pass.
-(a) and (b) hold the candidate to its own accuracy on fresh inputs: a thin format is `precision`'s.
+(a) and (b) hold the candidate to its own accuracy on fresh inputs (or, on a set harder than those,
+    the reference's own there: judge/own_error.py): a thin format is `precision`'s.
 (c) Input values never seen before, timed once each, spread through the timing run and paired
     with the seen rep just before (L2 flushed for both), must not be much slower than the seen
     reps, all but one of them (SPARED_PAIRS): a memoised kernel is fast only on what it has seen.
@@ -39,7 +40,7 @@ from .. import metrics
 from ..ids import CheckId
 from ..report import Finding, Status
 from . import pair_clock
-from ._common import not_reached
+from ._common import bounds_on_sets, not_reached
 
 UNSEEN_RATIO = 2.5
 # A busy host only ever adds time, to any rep: to an honest unseen rep (making it look like a
@@ -118,16 +119,16 @@ def evaluate(ev) -> Finding:
         stale = ev.memo(metrics.rel_error, c.output, ev.refs64[c.set_id])
         evidence.update({"overwrite_error": err, "error_vs_old_values": stale,
                          "same_pointers": ev.overwrite_same_pointers})
-        if err > tol:
+        if err > (bounds_on_sets(ev, [(err, c.values_of)], tol)[0] or tol):
             what = "the answer for the old values" if stale <= tol else "a wrong answer"
             return Finding(CheckId.CACHING, Status.FAIL,
                            f"after the inputs were overwritten in place (same pointers), the candidate returned "
                            f"{what} (error {err:.3g} vs the new values, {stale:.3g} vs the old)", evidence)
-    for c in ev.records("timed", "unseen", "loop"):
-        if ev.poisoned(c) or c.output.shape != ev.refs64[c.values_of].shape:
-            continue
-        err = ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of])
-        if err > tol:
+    later = [c for c in ev.records("timed", "unseen", "loop")
+             if not ev.poisoned(c) and c.output.shape == ev.refs64[c.values_of].shape]
+    errs = [ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of]) for c in later]
+    for c, err, allowed in zip(later, errs, bounds_on_sets(ev, [(e, c.values_of) for e, c in zip(errs, later)], tol)):
+        if allowed is not None and err > allowed:
             return Finding(CheckId.CACHING, Status.FAIL,
                            f"an output produced in the {c.phase} calls is wrong (error {err:.3g}) although the "
                            "correctness pass was right", {**evidence, "phase": c.phase, "error": err})

@@ -22,9 +22,10 @@ from ..formats import gpumode_check, kernelbench
 from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, CheckId
 from ..problem import Problem, load_problem, reference64
 from ..refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own_sets
-from ..report import Report, Status, Timing, Verdict
+from ..report import Report, Status, Timing, verdict_of
 from .assembly import _judge_least_ms, _mark_not_run, _vouched_times
 from .bodies import _load_body
+from . import own_error
 from .lean import _moved
 from .placement import _judged_on, draws_on, needs_a_gpu
 from .plan import Plan
@@ -366,6 +367,18 @@ class _Vet:
         ev.extra["weights_state"] = self.state
         ev.reused_output = self.settings.reused_output
         ev.extra["holding"] = dataclasses.asdict(self.hold)
+        ev.reference_error_on = self._own_errors()
+
+    def _own_errors(self):
+        """The reference's own error on any set, made on a check's failure path (own_error.py);
+        not for a problem the judge barely holds (a lean holding lets its sets go)."""
+        if self.hold.lean or self.hold.reference_slices > 1:
+            return None
+        model, values, refs64, made_on, floor = self.model, self.values, self.refs64, self.made_on, self.floor
+        tf32_off = bool(self.ref_run.get("tf32_off"))
+        errors = _Lazy(lambda k: own_error.error_on(model, values[k], refs64[k], made_on, floor, tf32_off))
+        errors.update(self.ref_run.get("set_errors") or {})   # the sets it ran on in the worker: known
+        return errors
 
     def run_candidate(self, entry, waived, audit: str, prepare_next: bool = False) -> None:
         keys, ev = self.keys, self.ev
@@ -409,8 +422,7 @@ class _Vet:
             self.ev, self.dev, self.ref_run, self.flops, self.bytes_moved, self.phases
         findings = self.findings
         info, out_dtype, pk = ref_run["device_info"], ref_run["dtype"], self.pk
-        failed = [f for f in findings if f.status is Status.FAIL]
-        verdict = Verdict.REJECT if failed else Verdict.PASS
+        verdict = verdict_of(findings)
         timing = None
         if ev.timing and ev.timing.get("times_ms"):
             timing = Timing(

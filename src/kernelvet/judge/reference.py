@@ -105,7 +105,8 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         tf32["error"] = max(errors)
     # timed reps of the reference that returned other bits than its first rep on the same inputs:
     # its library's algorithms do not repeat bitwise on this device (atomics), so a candidate's need not
-    return {"dtype": out.dtype, "error": max(errors), "times_ms": timed.body["times_ms"], "aten_ops": ops,
+    return {"dtype": out.dtype, "error": max(errors), "set_errors": dict(zip(fresh[:2], errors)),
+            "times_ms": timed.body["times_ms"], "aten_ops": ops,
             "row_errors": rows, "null_trusted": prices, "repeat_mismatches": int(timed.body.get("mismatches") or 0),
             "tf32_off": tf32, **prepared}
 
@@ -136,7 +137,7 @@ def _own_error_ceiling(dtype, dev, ops, tf32: bool = True) -> float:
     tolerance = metrics.TOLERANCE.get(dtype, 1.0)
     if tf32 and _tf32_may_drift(dtype, dev, ops):
         tolerance = TF32_TOLERANCE
-    return 10 * tolerance
+    return metrics.REFERENCE_CEILING * tolerance
 
 
 def _tf32_may_drift(dtype, dev, ops) -> bool:
