@@ -157,3 +157,32 @@ def test_the_reference_passes_on_a_problem_whose_conditioning_moves_and_bfloat16
                  launcher=launcher)
     assert report.verdict is Verdict.REJECT
     assert report.finding(CheckId.PRECISION).status is Status.FAIL, report.finding(CheckId.PRECISION).summary
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_references_own_error_is_made_there_and_its_blocks_given_back():
+    x = torch.randn(256, 1024, generator=torch.Generator().manual_seed(4))
+    model = torch.nn.Linear(1024, 1024)
+    ref64 = torch.nn.functional.linear(x.double(), model.weight.double(), model.bias.double()).cuda()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    err = error_on(model, [x], ref64, torch.device("cuda"), 0.0, False)
+    assert err is not None and 0 < err < 5e-5   # float32 proper: cuBLAS's TF32 is off by default
+    assert torch.cuda.memory_reserved() == before
+    assert model.weight.device.type == "cpu"   # the judge's model stays where it was
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_reference_passes_a_moving_conditioning_and_bfloat16_does_not(tmp_path, launcher):
+    problem = tmp_path / "shifted.py"
+    problem.write_text(SHIFTED)
+    honest, thin = tmp_path / "honest.py", tmp_path / "thin.py"
+    honest.write_text(SHIFTED + REFERENCE_AS_CANDIDATE)
+    thin.write_text(SHIFTED + IN_BFLOAT16)
+    for seed in (3, 4):
+        report = vet(str(honest), str(problem), device="cuda", seed=seed, allow=("library-call",), timeout=300,
+                     launcher=launcher)
+        assert report.verdict is Verdict.PASS, report.dumps()
+    report = vet(str(thin), str(problem), device="cuda", seed=3, allow=("library-call",), timeout=300,
+                 launcher=launcher)
+    assert report.verdict is Verdict.REJECT and report.finding(CheckId.PRECISION).status is Status.FAIL

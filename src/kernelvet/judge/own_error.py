@@ -24,18 +24,25 @@ def error_on(model: torch.nn.Module, inputs: list, ref64: torch.Tensor, device: 
     """The relative error of `model`'s own output on `inputs` (run on `device`) against `ref64`;
     None where it cannot be had (the run failed, ran out of memory, or returned no tensor)."""
     try:
-        memo: dict = {}
-        m = copy.deepcopy(model, memo)   # a forward may write its own buffers (BatchNorm's statistics)
-        as64.rebind_closures(m, memo)
-        m = m.to(device)
-        args = [x.to(device).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        with torch.no_grad(), _cudnn_tf32(device, not tf32_off):
-            out = outputs.pack(m(*args))
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.shape != ref64.shape:
-            return None
-        return metrics.rel_error(out.detach(), ref64, floor)
+        return _error_on(model, inputs, ref64, device, floor, tf32_off)
     except Exception:  # noqa: BLE001 - the bound then stays what the sets the reference ran on gave
         return None
+    finally:
+        if device.type == "cuda":   # the forward's blocks back to the device: the worker shares it
+            torch.cuda.empty_cache()
+
+
+def _error_on(model, inputs, ref64, device, floor, tf32_off) -> float | None:
+    memo: dict = {}
+    m = copy.deepcopy(model, memo)   # a forward may write its own buffers (BatchNorm's statistics)
+    as64.rebind_closures(m, memo)
+    m = m.to(device)
+    args = [x.to(device).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    with torch.no_grad(), _cudnn_tf32(device, not tf32_off):
+        out = outputs.pack(m(*args))
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.shape != ref64.shape:
+        return None
+    return metrics.rel_error(out.detach(), ref64, floor)
 
 
 @contextlib.contextmanager
