@@ -19,6 +19,7 @@ import torch
 
 from .. import as64, metrics, outputs
 
+
 def error_on(model: torch.nn.Module, inputs: list, ref64: torch.Tensor, device: torch.device,
              floor: float, tf32_off: bool) -> float | None:
     """The relative error of `model`'s own output on `inputs` (run on `device`) against `ref64`;
