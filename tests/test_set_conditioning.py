@@ -139,22 +139,27 @@ def launcher():
     launcher.close()
 
 
+@pytest.fixture
+def shifted(tmp_path):
+    """The problem, the reference as its candidate, and the same in bfloat16: their paths."""
+    paths = []
+    for name, text in (("shifted", SHIFTED), ("honest", SHIFTED + REFERENCE_AS_CANDIDATE),
+                       ("thin", SHIFTED + IN_BFLOAT16)):
+        (tmp_path / f"{name}.py").write_text(text)
+        paths.append(str(tmp_path / f"{name}.py"))
+    return paths
+
+
 # Seed 3 draws an input set, never run by the reference in its worker, that is harder than both
 # sets it ran on by more than the usual slack: the reference offered as the candidate failed
 # `precision` there (error 7e-05 against a bound of 5e-05) before the bound followed the set.
-def test_the_reference_passes_on_a_problem_whose_conditioning_moves_and_bfloat16_does_not(tmp_path, launcher):
-    problem = tmp_path / "shifted.py"
-    problem.write_text(SHIFTED)
-    honest, thin = tmp_path / "honest.py", tmp_path / "thin.py"
-    honest.write_text(SHIFTED + REFERENCE_AS_CANDIDATE)
-    thin.write_text(SHIFTED + IN_BFLOAT16)
-    report = vet(str(honest), str(problem), device="cpu", seed=3, allow=("library-call",), timeout=120,
-                 launcher=launcher)
+def test_the_reference_passes_on_a_problem_whose_conditioning_moves_and_bfloat16_does_not(shifted, launcher):
+    problem, honest, thin = shifted
+    report = vet(honest, problem, device="cpu", seed=3, allow=("library-call",), timeout=120, launcher=launcher)
     precision = report.finding(CheckId.PRECISION)
     assert report.verdict is Verdict.PASS, report.dumps()
     assert precision.evidence.get("own_set_bounds"), precision.evidence
-    report = vet(str(thin), str(problem), device="cpu", seed=3, allow=("library-call",), timeout=120,
-                 launcher=launcher)
+    report = vet(thin, problem, device="cpu", seed=3, allow=("library-call",), timeout=120, launcher=launcher)
     assert report.verdict is Verdict.REJECT
     assert report.finding(CheckId.PRECISION).status is Status.FAIL, report.finding(CheckId.PRECISION).summary
 
@@ -173,16 +178,11 @@ def test_on_cuda_the_references_own_error_is_made_there_and_its_blocks_given_bac
 
 
 @pytest.mark.gpu
-def test_on_cuda_the_reference_passes_a_moving_conditioning_and_bfloat16_does_not(tmp_path, launcher):
-    problem = tmp_path / "shifted.py"
-    problem.write_text(SHIFTED)
-    honest, thin = tmp_path / "honest.py", tmp_path / "thin.py"
-    honest.write_text(SHIFTED + REFERENCE_AS_CANDIDATE)
-    thin.write_text(SHIFTED + IN_BFLOAT16)
+def test_on_cuda_the_reference_passes_a_moving_conditioning_and_bfloat16_does_not(shifted, launcher):
+    problem, honest, thin = shifted
     for seed in (3, 4):
-        report = vet(str(honest), str(problem), device="cuda", seed=seed, allow=("library-call",), timeout=300,
+        report = vet(honest, problem, device="cuda", seed=seed, allow=("library-call",), timeout=300,
                      launcher=launcher)
         assert report.verdict is Verdict.PASS, report.dumps()
-    report = vet(str(thin), str(problem), device="cuda", seed=3, allow=("library-call",), timeout=300,
-                 launcher=launcher)
+    report = vet(thin, problem, device="cuda", seed=3, allow=("library-call",), timeout=300, launcher=launcher)
     assert report.verdict is Verdict.REJECT and report.finding(CheckId.PRECISION).status is Status.FAIL
