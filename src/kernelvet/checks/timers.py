@@ -8,14 +8,16 @@
     many threads the other). Per call, the difference must be accounted for by the reported time:
     at most RATIO times it plus a fixed host slack for launch cost. A machine that got busy between
     the two measurements can fake a gap, so a failing comparison is measured again (reported time
-    and loop, back to back) up to twice, and the best agreement counts: a forger fails every time. A candidate that reports 0.001 ms for calls that take milliseconds is rejected even if
-    every binding looks untouched (it edited the worker's measurements, say).
+    and loop, back to back) up to twice, and the best agreement counts: a forger fails every time
+    (a loop seen skipping its calls is cleared only by one long enough for a skip to show). A
+    candidate that reports 0.001 ms for calls that take milliseconds is rejected even if every
+    binding looks untouched (it edited the worker's measurements, say).
 (3) Every timing request of the candidate is bracketed by the judge's clocks too, and so is the
     same request with a null function in the call's place (a rep's own cost: inputs read, paint,
     flush, and the work on an output of the call's shape: its copy, its bitwise check). The
     request's duration, less its warm-up and the reps' own cost, per call, must be accounted for
     by the reported median as in (2): a recorder that shrinks the times it is handed fails here
-    even when every call ran. And a loop far faster than the fastest reported rep
+    even when every call ran. And a loop far faster than the reported time
     (a loop that skipped its calls) fails (2) from below.
 (4) What (2) and (3) subtract, the null requests, run in the candidate's worker, which can slow
     them to hide its own work in them: each may cost at most NULL_CAP times its price taken while
@@ -55,8 +57,8 @@ SLACK_MS = {"cuda": 0.15, "cpu": 0.05}
 LEAST_RATIO = 1.5
 
 
-# A loop this much faster per call than the fastest reported rep, by both of the judge's clocks,
-# skipped its calls: back to back, without flushes, a call runs faster than per rep (warm caches), but not
+# A loop this much faster per call than the reported time, by both of the judge's clocks, skipped
+# its calls: back to back, without flushes, a call runs faster than per rep (warm caches), but not
 # 8x; and the loop's work must be long enough (FLOOR_MIN_MS at the floor, in all) to be told from
 # the null loop's noise (a busy moment makes a loop look slower, never faster).
 FLOOR_RATIO = 8.0
@@ -105,8 +107,11 @@ def evaluate(ev) -> Finding:
     if attempts:
         best = min(attempts, key=lambda a: a["judge_per_call_ms"] / a["bound_ms"])
         evidence.update(best)
+    skips = [a for a in attempts if a["skipped"]]
+    if skips and not loop_settled(attempts):
+        loop_says = "disagrees"
     if loop_says == "disagrees":
-        worst = next(a for a in attempts if a["says"] == "disagrees")
+        worst = skips[0] if skips else next(a for a in attempts if a["says"] == "disagrees")
         if worst["skipped"]:
             return Finding(CheckId.TIMERS, Status.FAIL,
                            f"the judge's clock saw {worst['judge_max_per_call_ms']:.4g} ms per call in a loop of "
@@ -134,6 +139,14 @@ def evaluate(ev) -> Finding:
                        "for the reported times", evidence)
     return Finding(CheckId.TIMERS, Status.PASS, f"bindings unchanged; judge clock {best['judge_per_call_ms']:.4g} ms "
                    f"per call vs reported {best['reported_ms']:.4g} ms", evidence)
+
+
+def loop_settled(attempts: list[dict]) -> bool:
+    """Whether judged loop attempts (`judge_clock`) clear the loop: one agrees, and where one was
+    seen skipping its calls, one that agrees is long enough for a skip to show (too short a loop
+    says nothing from below, however well it agrees from above)."""
+    agree = [a for a in attempts if a["agrees"]]
+    return bool(agree) and (not any(a["skipped"] for a in attempts) or any(a["floor_tells"] for a in agree))
 
 
 def requests_disagree(clocked: list[dict], null: dict | None, device_type: str, trusted: dict | None = None) -> bool:
@@ -215,17 +228,16 @@ def judge_clock(attempt: dict, device_type: str, timing_load: float = 1.0, trust
     per_call = min(wall, cpu) if cpu is not None else wall
     most = max(wall, cpu) if cpu is not None else wall
     bound = RATIO * attempt["reported_ms"] + SLACK_MS[device_type]
-    # from below, the fastest rep: a busy host only adds time, and an overloaded one stretched an
-    # honest CPU call's median 40x past the loop's pace (264 ms against 6.5 ms per call)
-    fastest = min(attempt.get("times_ms") or (), default=attempt["reported_ms"])
-    floor = min(fastest, attempt["reported_ms"]) / (FLOOR_RATIO * max(timing_load, 1.0))
-    skipped = n * floor >= FLOOR_MIN_MS and most < floor
+    floor = attempt["reported_ms"] / (FLOOR_RATIO * max(timing_load, 1.0))
+    tells = n * floor >= FLOOR_MIN_MS   # long enough, at the floor, to tell from the null loop's noise
+    skipped = tells and most < floor
     says = "disagrees" if skipped else _says(per_call, bound, cpu, attempt.get("wait_s"),
                                              attempt.get("null_wait_s"), n, attempt["judge_s"])
     return {"reported_ms": attempt["reported_ms"], "judge_per_call_ms": per_call, "judge_wall_per_call_ms": wall,
             "least_ms": least_ms(per_call, device_type),
             "judge_cpu_per_call_ms": cpu, "judge_max_per_call_ms": most, "bound_ms": bound, "floor_ms": floor,
-            "n": n, "skipped": skipped, "wait_s": attempt.get("wait_s"), "main_wait_s": attempt.get("main_wait_s"),
+            "n": n, "skipped": skipped, "floor_tells": tells, "wait_s": attempt.get("wait_s"),
+            "main_wait_s": attempt.get("main_wait_s"),
             "null_capped": wall_capped or cpu_capped, "says": says, "agrees": says == "agrees",
             # how the loop's length was bounded: the pilot and its null twin, by the judge's clock
             "pilot_s": attempt.get("pilot_s"), "null_pilot_s": attempt.get("null_pilot_s"), "cap": attempt.get("cap")}

@@ -13,7 +13,7 @@ import torch
 
 from .. import codec, sched, spawn, trace
 from ..checks import attribution, caching, pair_clock, streams
-from ..checks.timers import judge_clock, requests_disagree
+from ..checks.timers import judge_clock, loop_settled, requests_disagree
 from ..evidence import Evidence
 from ..ids import CheckId
 from . import null_prices
@@ -406,7 +406,7 @@ class Plan:
                        "reported_ms": reported, "times_ms": list(times)}
             _let_go(self.w, ev, self.values, _LOOP + i)
             attempts.append(attempt)
-            if judge_clock(attempt, ev.device.type, trusted=ev.null_trusted)["agrees"]:
+            if loop_settled([judge_clock(a, ev.device.type, trusted=ev.null_trusted) for a in attempts]):
                 break
         return attempts
 
