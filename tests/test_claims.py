@@ -363,6 +363,26 @@ def test_a_loop_too_short_to_show_a_skip_does_not_clear_one_seen_skipping():
     ran = _loop(10.4, 9.0, n=5)   # one that ran its calls where a skip would show clears it
     assert _timers(_ev(loop=[skipped, ran])).status is Status.PASS
 
+def test_a_pool_thread_kept_from_a_core_stretches_the_reported_times_not_the_floor_alone():
+    """An honest parallel call ran 6.5 ms a call in the judge's loop; its timing request, on a host
+    overloaded meanwhile, reported 264 ms a rep: one of its pool's threads waited for a core 85% of
+    the request, the serving thread (asleep at the pool's barrier) hardly at all. The request is
+    stretched by that thread's waits, and the floor makes room for them; a loop that ran none of
+    its calls still falls below it, however long the worker kept one of its own threads waiting."""
+    stretched = _request(264.0, 0.025 + 0.006 + 20 * 264.0 / 1e3, calls=20)
+    stretched["max_thread_wait_s"] = 0.85 * stretched["judge_s"]
+    ran = [_loop(264.0, 6.5, n=12)] * 3
+    f = _timers(_ev(loop=ran, clocked_timing=[stretched], null_timing=NULL))
+    assert f.status is Status.PASS, f.summary
+    quiet = {**stretched, "max_thread_wait_s": 0.0}   # no thread waited: a loop 40x faster skipped
+    f = _timers(_ev(loop=ran, clocked_timing=[quiet], null_timing=NULL))
+    assert f.status is Status.FAIL and "did not run its calls" in f.summary, f.summary
+    starved = {**stretched, "max_thread_wait_s": 0.999 * stretched["judge_s"]}
+    skipped = [_loop(264.0, 0.0, n=12)] * 3
+    f = _timers(_ev(loop=skipped, clocked_timing=[starved], null_timing=NULL))
+    assert f.status is Status.FAIL and "did not run its calls" in f.summary, f.summary
+
+
 
 
 def test_the_judges_rehearsal_count_is_the_workers():

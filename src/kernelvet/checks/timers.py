@@ -27,7 +27,9 @@
 On a busy host the clocks run slow for reasons of the host's own: the kernel's scheduler says
 how long the worker's threads waited for a core (sched.py). A comparison that fails only by
 time the worker spent waiting says the host was busy, not that the candidate lied: it is
-measured again, and if every measurement is so, the check is inconclusive, never a false fail."""
+measured again, and if every measurement is so, the check is inconclusive, never a false fail.
+A reported time stretched by the waits of any one of the worker's threads (a parallel call's pool)
+lowers the loop's floor by as much, up to BUSY_FACTOR."""
 
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ def evaluate(ev) -> Finding:
                        {"phases_checked": len(ev.integrity)})
     # A reported time taken while the host kept the worker from a core reads long by that load: the
     # loop's floor (did it run its calls?) makes room for it.
-    timing_load = max([r["load"] for r in requests if math.isfinite(r["load"])] or [1.0])
+    timing_load = max([r["floor_load"] for r in requests if math.isfinite(r["floor_load"])] or [1.0])
     attempts = [judge_clock(a, ev.device.type, timing_load, trusted) for a in ev.loop or []]
     evidence = {"attempts": attempts, "requests": requests}
     loop_says, req_says = _overall(attempts), _overall(requests)
@@ -289,9 +291,20 @@ def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None 
     else:
         says = "disagrees"
     return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
-            "lead_per_call_ms": lead_ms,
+            "lead_per_call_ms": lead_ms, "floor_load": max(load, _thread_load(req)),
             "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
             "null_capped": capped, "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}
+
+
+def _thread_load(req: dict) -> float:
+    """How much longer than its slowest thread could run a timing request took: a rep of a
+    parallel call ends with its last thread, so a pool thread kept from a core stretches the
+    reported times though the serving thread never waited. Only the loop's floor reads it, held
+    to BUSY_FACTOR: a worker can make one of its own threads wait, and a loop that skipped its
+    calls still runs far below reported / (FLOOR_RATIO x BUSY_FACTOR)."""
+    longest = req.get("max_thread_wait_s") or 0.0
+    running = req["judge_s"] - longest
+    return min(req["judge_s"] / running if running > 0 else math.inf, BUSY_FACTOR)
 
 
 def _null_rep(null: dict, trusted: dict | None) -> tuple[float, float, bool]:
