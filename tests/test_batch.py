@@ -141,6 +141,36 @@ def test_a_check_that_could_not_decide_leaves_an_error_record_not_a_pass(tmp_pat
     assert "precision: the check itself failed: ZeroDivisionError" in record.error
 
 
+def test_a_job_that_failed_in_the_harness_says_where_and_the_next_starts_from_a_new_reference(
+        tmp_path, capsys, monkeypatch):
+    from kernelvet import metrics
+    real_floor, built = metrics.error_floor, []
+    real_build = Problem.build_model
+
+    def once(inputs, ref64):
+        if not built or len(built) > 1:
+            return real_floor(inputs, ref64)
+        raise RuntimeError("out of something")
+
+    def counted(self, init, weight_seed):
+        built.append(weight_seed)
+        return real_build(self, init, weight_seed)
+
+    monkeypatch.setattr(metrics, "error_floor", once)
+    monkeypatch.setattr(Problem, "build_model", counted)
+    manifest = tmp_path / "m.jsonl"
+    relu, honest = os.path.join(practice.PROBLEMS, "relu.py"), practice.by_name("relu").path
+    manifest.write_text("".join(json.dumps({"id": i, "problem": relu, "candidate": honest}) + "\n" for i in "ab"))
+    out = tmp_path / "r.jsonl"
+    cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress"])
+    capsys.readouterr()
+    a, b = sorted(read_records(str(out))[0], key=lambda r: r.id)
+    assert a.verdict == "error" and a.fault == "harness", a
+    assert "internal error at kernelvet/judge/api.py:" in a.error and "RuntimeError: out of something" in a.error
+    assert b.verdict == "pass", b
+    assert len(built) == 2 and built[0] == built[1]   # the model made again, under the same secret seed
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--out", "r.jsonl"], "give --problems DIR with --candidates DIR, or --manifest"),
     (["--manifest", "none.jsonl", "--out", "r.jsonl"], "--manifest none.jsonl: no such file"),

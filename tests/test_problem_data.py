@@ -98,6 +98,22 @@ def test_error_floor_follows_the_inputs_scale():
     assert metrics.error_floor([torch.arange(5)], ref) == 0.0      # no floating inputs: purely relative
 
 
+def test_error_floor_reads_a_many_dimensional_set_slice_by_slice_and_skips_non_finite_values():
+    """Over several slices of a 5-D float32 set, non-finite values left out of the RMS; and no
+    index tensor of the whole (a mask indexing a 4 GiB 5-D set asked the device for 40 GiB)."""
+    x = torch.randn(4, 2, 8, 16, 2 * metrics.HOST_SLICE // 4096 + 3)
+    x.view(-1)[::1001] = float("inf")
+    x.view(-1)[7] = float("nan")
+    finite = x[torch.isfinite(x)].double()
+    ref = torch.zeros(100, dtype=torch.float64)
+    want = metrics.FLOOR_FRACTION * 10 * finite.pow(2).mean().sqrt().item()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        got = metrics.error_floor([x], ref)
+    seen = {e.name for e in prof.events()}
+    assert got == pytest.approx(want, rel=1e-9)
+    assert not seen & {"aten::nonzero", "aten::index", "aten::masked_select"}, seen
+
+
 def test_integer_rel_error_is_the_fraction_that_differs():
     ref = torch.tensor([1, 2, 3, 4])
     assert metrics.rel_error(torch.tensor([1, 2, 3, 4]), ref) == 0.0

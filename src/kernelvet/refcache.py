@@ -61,6 +61,14 @@ class ReferenceCache:
     def put(self, device, shared: SharedReference) -> None:
         self._by_device[str(device)] = shared
 
+    def reset(self) -> None:
+        """Let go what the problem's vets made so far, under the same secret seed: a vet that
+        failed in the harness may have left it half made, or left its device full."""
+        self.close()
+        import torch
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
     def close(self) -> None:
         """Stop the input draws and let the input sets and references go."""
         for shared in self._by_device.values():

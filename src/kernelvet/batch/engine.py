@@ -11,6 +11,7 @@ device (a group is the unit that shares a reference), and yields the same record
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Iterable, Iterator, Protocol
 
@@ -70,7 +71,7 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
         return Record(**base, verdict="error", error=str(exc), fault="harness",
                       vet_s=time.monotonic() - t0, finished_at=time.time())
     except Exception as exc:  # noqa: BLE001 - one job's internal failure must not end a run of thousands
-        return Record(**base, verdict="error", error=f"internal error: {type(exc).__name__}: {exc}",
+        return Record(**base, verdict="error", error=f"internal error{_where(exc)}: {type(exc).__name__}: {exc}",
                       fault="harness", vet_s=time.monotonic() - t0, finished_at=time.time())
     errors = "; ".join(f"{f.check}: {f.summary}" for f in report.findings if f.status is Status.ERROR)
     return Record(**base, verdict=str(report.verdict), error=errors if report.verdict is Verdict.ERROR else None,
@@ -80,6 +81,18 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
                   device=str(report.device.get("name") or report.device.get("type") or ""),
                   finished_at=time.time(), phases_s={k: round(float(v), 4) for k, v in report.phases_s.items()
                                                           if isinstance(v, (int, float))})
+
+
+def _where(exc: BaseException) -> str:
+    """' at kernelvet/FILE:LINE in FUNCTION': the innermost frame of kernelvet's own that raised
+    `exc` (what a report of the fault needs; the rest of the traceback is not kept)."""
+    import traceback
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ours = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename).startswith(root + os.sep)]
+    if not ours:
+        return ""
+    f = ours[-1]
+    return f" at kernelvet/{os.path.relpath(f.filename, root)}:{f.lineno} in {f.name}"
 
 
 def _timing(report) -> dict | None:
@@ -128,7 +141,8 @@ class LocalEngine:
 class OpenProblem:
     """One problem held open on one judge: loaded once, its reference made once and shared by the
     jobs vetted against it, until `close()`. A problem that fails on its own (it does not load,
-    its reference fails) is vetted once: its later jobs get the same record without a vet."""
+    its reference fails) is vetted once: its later jobs get the same record without a vet. After
+    a job that failed in the harness, the next one makes the reference anew (same secret seed)."""
 
     def __init__(self, problem: str, options: VetOptions):
         from ..problem import load_problem
@@ -155,6 +169,8 @@ class OpenProblem:
         record = vet_job(job, self._reference, launcher, self.options)
         if _problem_failure(record):
             self._broken = record
+        elif record.fault == "harness":   # the next job starts from a reference made anew
+            self._reference.reset()
         return record
 
     def close(self) -> None:
