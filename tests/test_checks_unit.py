@@ -1,6 +1,7 @@
 """Each check's decision on synthetic evidence, with the numbers measured on an H200
 (shared/CALIBRATION.md). Fast, no worker: the corpus tests run the real thing."""
 
+import math
 import os
 
 import pytest
@@ -519,3 +520,17 @@ def test_determinism_holds_a_candidate_to_the_repeatability_of_its_reference(apa
     assert f.status is status, f
     if status is Status.PASS and apart:
         assert f.evidence["launches_differ"]["relative_difference"] <= f.evidence["launches_differ"]["tolerance"]
+
+
+def test_bitwise_differences_counts_and_measures_slice_by_slice():
+    from kernelvet import metrics
+    a = torch.zeros(3 * metrics.HOST_SLICE + 5)
+    b = a.clone()
+    b[7], b[metrics.HOST_SLICE + 1], b[-1] = 0.5, -2.0, 1e-3
+    assert metrics.bitwise_differences(a, b) == (3, 2.0)
+    b[-2] = float("nan")
+    assert metrics.bitwise_differences(a, b) == (4, math.inf)
+    assert metrics.bitwise_differences(torch.arange(4), torch.tensor([0, 1, 5, 3])) == (1, 3.0)
+    assert metrics.bitwise_differences(a, a[:-1]) == (a.numel(), math.inf)
+    f = _launched_twice(1e-6, 0)
+    assert f.status is Status.FAIL and f.evidence["differing"] > 0 and "max difference" in f.summary, f

@@ -228,6 +228,22 @@ def norm(t: torch.Tensor) -> float:
                          for sl in _slices(flat.numel(), _slice_for(t))))
 
 
+def bitwise_differences(a: torch.Tensor, b: torch.Tensor) -> tuple[int, float]:
+    """How many elements of two tensors differ, and the largest |a - b| among them in float64
+    (inf where a NaN stands against a number, or where the sizes differ), slice by slice: two
+    6 GiB outputs read whole as float64 would take 36 GiB."""
+    fa, fb = a.contiguous().view(-1), b.contiguous().view(-1)
+    if fa.numel() != fb.numel():
+        return max(fa.numel(), fb.numel()), math.inf
+    count, most = 0, 0.0
+    for sl in _slices(fa.numel(), _slice_for(fa)):
+        x, y = fa[sl], fb[sl].to(fa.device)
+        count += int((x != y).sum().item())
+        d = (x.to(torch.float64) - y.to(torch.float64)).abs().nan_to_num(nan=math.inf)
+        most = max(most, d.max().item())
+    return count, most
+
+
 def rel_distance(a: torch.Tensor, b: torch.Tensor) -> float:
     """||a - b|| / ||b||, both read as float64; inf when shapes cannot be compared."""
     if a.numel() != b.numel():
