@@ -363,6 +363,7 @@ def test_a_loop_too_short_to_show_a_skip_does_not_clear_one_seen_skipping():
     ran = _loop(10.4, 9.0, n=5)   # one that ran its calls where a skip would show clears it
     assert _timers(_ev(loop=[skipped, ran])).status is Status.PASS
 
+
 def test_a_pool_thread_kept_from_a_core_stretches_the_reported_times_not_the_floor_alone():
     """An honest parallel call ran 6.5 ms a call in the judge's loop; its timing request, on a host
     overloaded meanwhile, reported 264 ms a rep: one of its pool's threads waited for a core 85% of
@@ -381,8 +382,6 @@ def test_a_pool_thread_kept_from_a_core_stretches_the_reported_times_not_the_flo
     skipped = [_loop(264.0, 0.0, n=12)] * 3
     f = _timers(_ev(loop=skipped, clocked_timing=[starved], null_timing=NULL))
     assert f.status is Status.FAIL and "did not run its calls" in f.summary, f.summary
-
-
 
 
 def test_the_judges_rehearsal_count_is_the_workers():
