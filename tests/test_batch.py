@@ -4,10 +4,12 @@ verdict), a problem's reference shared by its candidates, and one line for each 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 
 import pytest
+import torch
 
 from kernelvet import cli, judge, practice
 from kernelvet.batch.results import read_records
@@ -74,6 +76,32 @@ def test_a_problems_candidates_share_its_checked_sets_and_draw_their_own_unseen_
     assert len(per_vet[0]) == len(first) >= 4 + 5          # shared sets once, and five unseen of its own
     assert not second                                       # rejected before timing: nothing new drawn
     assert len(third) >= 5 and not third & first            # its unseen sets, drawn for it alone
+
+
+def _tensors_of_at_least(n: int) -> int:
+    return sum(1 for o in gc.get_objects() if issubclass(type(o), torch.Tensor) and o.numel() >= n)
+
+
+def test_a_shared_problem_frees_each_vets_tensors_and_all_of_them_at_close_without_the_collector():
+    """With the collector off: what a vet made goes with the vet (the shared reference refers to
+    none of it: a big problem's second vet once ran out of memory beside its first's outputs), and
+    closing the problem frees its sets and references (the next problem plans on free memory)."""
+    relu = os.path.join(practice.PROBLEMS, "relu.py")
+    honest, cheat = practice.by_name("relu").path, practice.by_name("inplace_relu").path
+    n = 1024 * 1024   # relu's set and output
+    gc.collect()
+    before = _tensors_of_at_least(n)
+    gc.disable()
+    try:
+        with ReferenceCache(load_problem(relu)) as cache:
+            judge.vet(honest, relu, device="cpu", reference=cache)
+            after_first = _tensors_of_at_least(n)
+            for path in (cheat, honest, honest):
+                judge.vet(path, relu, device="cpu", reference=cache)
+                assert _tensors_of_at_least(n) == after_first
+        assert _tensors_of_at_least(n) == before
+    finally:
+        gc.enable()
 
 
 def test_a_shared_reference_takes_its_own_seed():

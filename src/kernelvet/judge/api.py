@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import hashlib
 import os
@@ -268,24 +269,11 @@ class _Vet:
         everything the judge does for a vet), the bytes one call moves, the size of the problem."""
         prob, model, judged_on, fresh, shared, reference = \
             self.prob, self.model, self.judged_on, self.keys.fresh, self.shared, self.reference
-        values = self.values   # the sets reference_of reads: this vet's own too, once they are added
-
-        hold = self.hold
-
-        def reference_of(k):   # a shared reference keeps it: it refers to no more of this vet than that
-            try:
-                if hold.reference_slices > 1:
-                    made = reference64_in_slices(model, values[k], self.made_on, hold.reference_slices, judged_on,
-                                                 hold.reference_dtype())
-                else:
-                    made = _moved(reference64(model, values[k], self.made_on), judged_on, hold.reference_dtype())
-            except (UsageError, HarnessError):
-                raise
-            except Exception as exc:
-                raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
-            return made
-
-        refs64 = _Lazy(reference_of) if shared is None else shared.refs64
+        values = self.values
+        # a shared reference's maker lives as long as its problem: it reads the shared sets and
+        # refers to nothing of this vet (its outputs, its own sets), each vet's own layer to its own
+        make = functools.partial(_reference_of, model, self.made_on, judged_on, self.hold)
+        refs64 = _Lazy(functools.partial(make, self.values)) if shared is None else shared.refs64
         if first_ref is not None:
             refs64[_WARMUP] = _moved(first_ref, judged_on, self.hold.reference_dtype())
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
@@ -295,7 +283,7 @@ class _Vet:
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = self.values = PerVet(shared.values, _drawn_ahead(Draws(draw, self.own_keys), self.hold),
                                           self.own_keys)
-            refs64 = PerVet(shared.refs64, _Lazy(reference_of), self.own_keys)
+            refs64 = PerVet(shared.refs64, _Lazy(functools.partial(make, values)), self.own_keys)
         # now, while the worker starts; within --timeout, as everything the judge does for a vet
         _within(self.t_start + self.timeout, self.timeout, prob.path or prob.name, "its float64 references",
                 lambda: [refs64[k] for k in (_WARMUP, *fresh)])
@@ -445,6 +433,20 @@ class _Vet:
             waived=tuple(sorted(waived, key=str)),
             candidate_output=self.output, phases_s=phases, requests_s=self.requests, containment=self.containment,
             library_policy=policy.to_json())
+
+
+def _reference_of(model, made_on: torch.device, judged_on: torch.device, hold: sizes.Holding, values, k):
+    """The float64 reference of set `k` of `values`, made on `made_on` and kept on `judged_on`
+    (in slices of rows and in the dtype `hold` says)."""
+    try:
+        if hold.reference_slices > 1:
+            return reference64_in_slices(model, values[k], made_on, hold.reference_slices, judged_on,
+                                         hold.reference_dtype())
+        return _moved(reference64(model, values[k], made_on), judged_on, hold.reference_dtype())
+    except (UsageError, HarnessError):
+        raise
+    except Exception as exc:
+        raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
 
 
 # what _run_reference answers about the worker it ran in, not about the problem
