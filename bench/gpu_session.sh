@@ -17,6 +17,7 @@
 #                                  SIGINT, then SIGKILL, when its time is up, so that every verdict
 #                                  written so far stays; the same folder resumes it (RESUME=DIR: a
 #                                  part's folder carried from here, copied in first)
+#                                  and the host's and device's memory every 2 s in $OUT/mem.log
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
@@ -51,6 +52,15 @@ wait_for_free_device() {
     sleep 1
   done
   echo "the device still holds $used MiB: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')"
+}
+# The host's and the device's memory every 2 s, into $1: seconds since the epoch, MemAvailable and
+# Committed_AS in GiB, the device's MiB in use, and the three largest processes (resident GiB:pid:args).
+# A judge the host runs out of memory is killed without a word; this is what says so.
+memory_log() {
+  while true; do
+    echo "$(date +%s) $(awk '/MemAvailable|Committed_AS/{printf "%s %d ", $1, $2/1048576}' /proc/meminfo)gpu_mib $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1) $(ps -eo rss=,pid=,args= --sort=-rss | head -3 | awk '{printf "%dGiB:%s:%s:%s ", $1/1048576, $2, $4, $5}')" >> "$1"
+    sleep 2
+  done
 }
 stop_leftovers
 wait_for_free_device
@@ -90,11 +100,12 @@ case "${1:-bench}" in
   sweep)
     # RESUME=DIR: an earlier part's folder (results.jsonl, problems.json), carried to the device: resumed
     mkdir -p "$OUT/sweep"; [ -n "${RESUME:-}" ] && [ -d "$RESUME" ] && cp -r "$RESUME"/. "$OUT/sweep"/
+    memory_log "$OUT/mem.log" & sampler=$!
     setsid python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --device cuda --levels "${2:?levels}" \
       --range "${3:?range}" -- --no-progress > "$OUT/sweep.log" 2>&1 &
     pid=$!
     ( sleep "${4:-560}"; kill -INT -- -"$pid" 2>/dev/null; sleep 8; kill -KILL -- -"$pid" 2>/dev/null ) & timer=$!
-    wait "$pid"; echo "sweep exit $? after $((SECONDS - START)) s"; kill "$timer" 2>/dev/null
+    wait "$pid"; echo "sweep exit $? after $((SECONDS - START)) s"; kill "$timer" "$sampler" 2>/dev/null
     python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "$2" --table-only > /dev/null 2>&1
     tail -30 "$OUT/sweep/sweep.md" ;;
   short)
