@@ -33,12 +33,12 @@ if ls .whl/*.whl > /dev/null 2>&1; then
 fi
 OUT=${OUT:-/tmp/kv-out}
 mkdir -p "$OUT"
-# Leftovers of an earlier invocation that was killed: kernelvet's launchers, workers and practice runs, but never
+# Leftovers of an earlier invocation that was killed: kernelvet's launchers, workers, device judges and practice runs, but never
 # this script or what called it (a caller's command line may name kernelvet.practice too).
 stop_leftovers() {
   local mine=" " p=$$
   while [ -n "$p" ] && [ "$p" -gt 1 ]; do mine+="$p "; p=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' '); done
-  for pid in $(pgrep -f "[k]ernelvet\.(launcher|practice|worker)"); do
+  for pid in $(pgrep -f "[k]ernelvet\.(launcher|practice|worker|batch\.devjudge)"); do
     case "$mine" in *" $pid "*) ;; *) kill "$pid" 2>/dev/null ;; esac
   done
 }
@@ -101,10 +101,12 @@ case "${1:-bench}" in
     # RESUME=DIR: an earlier part's folder (results.jsonl, problems.json), carried to the device: resumed
     mkdir -p "$OUT/sweep"; [ -n "${RESUME:-}" ] && [ -d "$RESUME" ] && cp -r "$RESUME"/. "$OUT/sweep"/
     memory_log "$OUT/mem.log" & sampler=$!
-    setsid python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --device cuda --levels "${2:?levels}" \
-      --range "${3:?range}" -- --no-progress > "$OUT/sweep.log" 2>&1 &
+    # A pool of one GPU (--gpus all): its judge a process of its own, started afresh if the host kills it
+    setsid python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "${2:?levels}" \
+      --range "${3:?range}" -- --no-progress --gpus all > "$OUT/sweep.log" 2>&1 &
     pid=$!
-    ( sleep "${4:-560}"; kill -INT -- -"$pid" 2>/dev/null; sleep 8; kill -KILL -- -"$pid" 2>/dev/null ) & timer=$!
+    # SIGINT, then the pool's own stop of its judge (up to 20 s), then SIGKILL
+    ( sleep "${4:-560}"; kill -INT -- -"$pid" 2>/dev/null; sleep 25; kill -KILL -- -"$pid" 2>/dev/null ) & timer=$!
     wait "$pid"; echo "sweep exit $? after $((SECONDS - START)) s"; kill "$timer" "$sampler" 2>/dev/null
     python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "$2" --table-only > /dev/null 2>&1
     tail -30 "$OUT/sweep/sweep.md" ;;

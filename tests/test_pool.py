@@ -1,7 +1,7 @@
 """The device pool (`kernelvet batch --gpus`, `--devices`) on the CPU, with several CPU devices: a
-run interrupted with SIGINT and resumed (every id once, each with its corpus verdict), a device
-whose judge dies taken out and its job vetted once elsewhere, a device whose vets keep failing in
-the harness taken out, jobs no device is left to take recorded as such; the queue's placement
+run interrupted with SIGINT and resumed (every id once, each with its corpus verdict), a job whose
+judge dies vetted once elsewhere and its device given a fresh judge, a device whose judges die
+problem after problem or whose vets keep failing in the harness taken out, jobs no device is left to take recorded as such; the queue's placement
 and the pool's device names as units."""
 
 from __future__ import annotations
@@ -96,23 +96,23 @@ def _run(tmp_path, engine, jobs=JOBS):
     return code, records
 
 
-def test_a_device_whose_judge_dies_is_taken_out_and_its_job_vetted_once_elsewhere(tmp_path):
+def test_a_job_whose_judge_dies_is_vetted_once_on_another_device_and_the_device_gets_a_fresh_judge(tmp_path):
     jobs = {"relu-honest": "relu", "relu-inplace": "inplace_relu"}
     engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "dies-on-first-job"), _good("cpu:1")])
     code, records = _run(tmp_path, engine, jobs)
     assert code == 0
     assert sorted(r.id for r in records) == sorted(jobs)            # nothing lost, nothing twice
-    assert set(engine.out_of_pool) == {"cpu:0"}
-    assert "exited with code 9" in engine.out_of_pool["cpu:0"]
+    assert engine.out_of_pool == {}                                 # deaths in one problem's vets: not out
     for r in records:
         verdict, checks = _expected(jobs[r.id])
         assert (r.verdict, {c for c, _ in r.failed}, r.slot) == (verdict, checks, "cpu:1"), r
     retried = [r for r in records if r.retried]
-    assert len(retried) == 1                                        # the one cpu:0 held
-    assert retried[0].retried.startswith("cpu:0 taken out of the pool: the device judge on cpu:0 exited with code 9")
+    assert retried                                                  # each job a judge on cpu:0 died in
+    for r in retried:
+        assert r.retried.startswith("its judge on cpu:0 died in the vet: the device judge on cpu:0 exited with code 9")
 
 
-def test_a_job_whose_second_device_fails_too_is_an_error_that_says_so(tmp_path):
+def test_a_job_whose_second_judge_dies_too_is_an_error_that_says_so(tmp_path):
     jobs = {"relu-honest": "relu"}   # one job: the device without it waits for it, then takes it
     engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "dies-on-first-job"),
                                                     _failing("cpu:1", "dies-on-first-job")])
@@ -120,9 +120,45 @@ def test_a_job_whose_second_device_fails_too_is_an_error_that_says_so(tmp_path):
     assert code == 0
     [r] = records
     assert (r.id, r.verdict, r.fault) == ("relu-honest", "error", "harness")
-    assert "vetted on two devices, both taken out of the pool" in r.error
-    assert r.retried.startswith(("cpu:0 taken out", "cpu:1 taken out"))
-    assert set(engine.out_of_pool) == {"cpu:0", "cpu:1"}
+    assert r.error.startswith("not vetted: the device judge on cpu:")
+    assert "exited with code 9 (its second vet; first its judge on cpu:" in r.error
+    assert r.retried.startswith("its judge on cpu:")
+    assert engine.out_of_pool == {}
+
+
+def test_a_judge_the_host_kills_costs_only_its_own_job(tmp_path):
+    """A pool of one device (`--gpus all` on a one-GPU host): the job whose vet the host's
+    out-of-memory killer ends is an error record that says so; a fresh judge vets the rest."""
+    jobs = {"relu-honest": "relu", "kill-me": "relu", "relu-inplace": "inplace_relu"}
+    engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "killed-by-kill-jobs")])
+    code, records = _run(tmp_path, engine, jobs)
+    assert code == 0                                                # the run itself finished
+    by_id = {r.id: r for r in records}
+    assert sorted(by_id) == sorted(jobs)
+    killed = by_id.pop("kill-me")
+    assert (killed.verdict, killed.fault, killed.slot) == ("error", "harness", "cpu:0")
+    assert "killed by signal 9 (SIGKILL: on Linux most often the out-of-memory killer" in killed.error
+    for r in by_id.values():
+        verdict, checks = _expected(jobs[r.id])
+        assert (r.verdict, {c for c, _ in r.failed}, r.retried) == (verdict, checks, None), r
+    assert engine.out_of_pool == {}
+
+
+def test_judges_that_die_in_problem_after_problem_take_the_device_out(tmp_path):
+    same = {f"relu-{n}": "relu" for n in range(3)}   # deaths in one problem's vets count once
+    engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "dies-on-first-job")], max_deaths=2)
+    code, records = _run(tmp_path, engine, same)
+    assert sorted(r.id for r in records) == sorted(same)
+    assert all(r.error.startswith("not vetted: the device judge on cpu:0 exited with code 9") for r in records)
+    assert engine.out_of_pool == {}
+    (tmp_path / "results.jsonl").unlink()
+    two = {"relu-honest": "relu", "mm-library": "torch_mm", "mm-honest": "broadcast_matmul"}
+    engine = PoolEngine(VetOptions(device="auto"), [_failing("cpu:0", "dies-on-first-job")], max_deaths=2)
+    code, records = _run(tmp_path, engine, two)
+    assert sorted(r.id for r in records) == sorted(two)             # nothing lost
+    assert {r.verdict for r in records} == {"error"}
+    assert "its judges died in vets of 2 problems in a row" in engine.out_of_pool["cpu:0"]
+    assert sum("no device of the pool is left to take it" in r.error for r in records) == 1
 
 
 def test_vets_that_keep_failing_in_the_harness_take_the_device_out(tmp_path):

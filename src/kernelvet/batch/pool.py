@@ -8,13 +8,19 @@ its launcher and workers inherit. Jobs go out one at a time; a device keeps to t
 open (its reference made once on that device, reused) while that problem has jobs left, and a
 free device takes a problem no device is on before it joins one already open elsewhere.
 
-A device is taken out of the pool when its judge process dies, when its device no longer computes
-(the judge's probe after a harness failure), or when its vets fail in the harness `max_harness`
-times in a row (workers that keep dying). The jobs it held then (the one in flight, the held run
-of harness failures) are vetted again on another device, once, the reason in each record's
-`retried`; a job whose second device is taken out too, or that no device is left to take, gets an
-`error` record that says why. Nothing is lost and nothing written twice: a record reaches the file
-only through the runner, and only once per job.
+A device's judge process that dies in a vet (a signal: the host's out-of-memory killer's SIGKILL;
+an exit) is started afresh on the same device for the jobs after it: a run of thousands does not
+end with one judge. The job it was vetting is vetted again on another device, once, if the pool
+has another; else it is an `error` record saying how the judge died. A device is taken out of the
+pool when its fresh judge does not start, when its judges die in vets of `max_deaths` problems in
+a row with no vet finished between (deaths in one problem's vets count once: a problem too big
+for the host kills every candidate's judge, a broken device every problem's), when its device no
+longer computes (the judge's probe after a harness failure), or when its vets fail in the harness
+`max_harness` times in a row (workers that keep dying). The jobs it held then (the one in flight,
+the held run of harness failures) are vetted again on another device, once, the reason in each
+record's `retried`; a job whose second device is taken out too, or that no device is left to
+take, gets an `error` record that says why. Nothing is lost and nothing written twice: a record
+reaches the file only through the runner, and only once per job.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from .jobs import Job, ProblemGroup
 from .results import Record
 
 MAX_HARNESS_IN_A_ROW = 3
+MAX_DEATHS_IN_A_ROW = 3   # problems whose vets killed a device's judge, with no vet finished between
 _STOP_GRACE_S = 20.0   # a stopped device judge's time to end its vet's worker before it is killed
 
 
@@ -206,6 +213,13 @@ class JudgeGone(Exception):
     """The slot is out of the pool, for this reason."""
 
 
+class JudgeDied(JudgeGone):
+    """The judge's process ended (a signal, an exit): a fresh one may take the jobs after it."""
+
+
+_SIGNAL_HINTS = {int(signal.SIGKILL): " (SIGKILL: on Linux most often the out-of-memory killer, the host's memory spent)"}
+
+
 class _DeviceJudgeProcess:
     """A slot's judge process and its JSON-lines pipe; its stderr's last lines kept for the reason
     it died. What the pool asks of a device's judge, whatever runs it: `ready()` (its device's
@@ -230,7 +244,10 @@ class _DeviceJudgeProcess:
         return str(reply["ready"])
 
     def vet(self, job: Job) -> dict:
-        self.send({"job": job.to_json()})
+        try:
+            self.send({"job": job.to_json()})
+        except JudgeDied:
+            pass   # what it said before it ended is still in the pipe (a poisoned device says so)
         reply = self.receive()
         if "record" not in reply:
             raise JudgeGone(f"the device judge on {self.slot.name}: {reply.get('poisoned') or reply.get('fatal') or reply}")
@@ -245,12 +262,12 @@ class _DeviceJudgeProcess:
             self.proc.stdin.write(json.dumps(msg) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
-            raise JudgeGone(self.died()) from None
+            raise JudgeDied(self.died()) from None
 
     def receive(self) -> dict:
         line = self.proc.stdout.readline()
         if not line:
-            raise JudgeGone(self.died())
+            raise JudgeDied(self.died())
         try:
             return json.loads(line)
         except ValueError:
@@ -263,7 +280,7 @@ class _DeviceJudgeProcess:
             code = None
         time.sleep(0.05)   # the last of its stderr
         last = next((line for line in reversed(self.tail) if line.strip()), "")
-        how = (f"was killed by signal {-code}" if code is not None and code < 0 else
+        how = (f"was killed by signal {-code}{_SIGNAL_HINTS.get(-code, '')}" if code is not None and code < 0 else
                f"exited with code {code}" if code is not None else "stopped answering")
         return f"the device judge on {self.slot.name} {how}" + (f": {last.strip()[:300]}" if last else "")
 
@@ -296,13 +313,13 @@ class PoolEngine:
     """Several devices of one host, a judge each, one queue (see the module's doc)."""
 
     def __init__(self, options: VetOptions, slots: list, *, max_harness: int = MAX_HARNESS_IN_A_ROW,
-                 judge=_DeviceJudgeProcess):
+                 max_deaths: int = MAX_DEATHS_IN_A_ROW, judge=_DeviceJudgeProcess):
         if not slots:
             raise UsageError("a device pool needs at least one device")
         names = [s.name for s in slots]
         if len(set(names)) != len(names):
             raise UsageError(f"a device is named twice in the pool: {names}")
-        self.options, self.slots, self.max_harness = options, list(slots), max_harness
+        self.options, self.slots, self.max_harness, self.max_deaths = options, list(slots), max_harness, max_deaths
         self.judge = judge   # (slot, options) -> a device's judge (see _DeviceJudgeProcess)
         self.out_of_pool: dict[str, str] = {}    # slot -> why it was taken out
 
@@ -361,6 +378,7 @@ class PoolEngine:
 
     def _drive(self, slot: Slot, jobs: _Queue, landed: queue.Queue, procs: dict) -> None:
         held: list[tuple[_Task, Record]] = []    # a run of harness failures, held until it breaks
+        died_in: list[str] = []                  # problems whose vets killed this slot's judge, in a row
         task = None
         try:
             proc = procs[slot.name] = self.judge(slot, self.options)
@@ -369,7 +387,21 @@ class PoolEngine:
                 task = jobs.take(slot.name)
                 if task is None:
                     break
-                record = dataclasses.replace(Record.from_json(proc.vet(task.job)), slot=slot.name, retried=task.retried)
+                try:
+                    reply = proc.vet(task.job)
+                except JudgeDied as exc:
+                    if jobs.stopped:   # the run was stopped: the vet in flight is no verdict
+                        task = None
+                        break
+                    for _, r in held:   # the device is not out: they stand
+                        landed.put(r)
+                    held.clear()
+                    task, dead = None, task   # recorded or put back here: never again by a take-out
+                    proc = self._fresh_judge(slot, dead, str(exc), died_in, jobs, landed, procs)
+                    jobs.done(slot.name)
+                    continue
+                died_in.clear()
+                record = dataclasses.replace(Record.from_json(reply), slot=slot.name, retried=task.retried)
                 if record.fault == "harness" and task.retried is None:
                     held.append((task, record))
                     if len(held) >= self.max_harness:
@@ -400,3 +432,21 @@ class PoolEngine:
             p = procs.get(slot.name)
             if p is not None:
                 p.stop()
+
+    def _fresh_judge(self, slot: Slot, task: _Task, why: str, died_in: list, jobs: _Queue, landed, procs: dict):
+        """After `slot`'s judge died vetting `task`: the job vetted again on another device, once,
+        else an error record that says how; a fresh judge for the jobs after it, unless its judges
+        died in `max_deaths` problems in a row (JudgeGone: the slot is out)."""
+        others = [s.name for s in self.slots if s.name != slot.name and s.name not in self.out_of_pool]
+        if task.retried is None and others:
+            jobs.put(_Task(task.job, retried=f"its judge on {slot.name} died in the vet: {why}", not_on=slot.name))
+        else:
+            landed.put(dataclasses.replace(self._unplaced(task), slot=slot.name, error=(
+                f"not vetted: {why}" + (f" (its second vet; first {task.retried})" if task.retried else ""))))
+        died_in[:] = [*dict.fromkeys([*died_in, task.job.problem])]
+        if len(died_in) >= self.max_deaths:
+            raise JudgeGone(f"its judges died in vets of {len(died_in)} problems in a row (last: {why})")
+        procs[slot.name].stop()
+        proc = procs[slot.name] = self.judge(slot, self.options)
+        proc.ready()   # a fresh judge that does not start: out, as at the start
+        return proc
