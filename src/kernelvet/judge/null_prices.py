@@ -20,15 +20,22 @@ from .settings import _NULL_PAIR, Settings
 NULL_TIMING_REPS = 64   # reps of a null timing request (a rep's own cost, averaged)
 REHEARSALS = 6          # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
 LOOP_CALLS = (10, 2000)   # null loops priced at the shortest and the longest loop the judge runs
-# Sets up to this size get a null pair request (checks/pair_clock.py). A pair request carrying a
-# bigger one costs its copies, whose variation from one request to the next outweighs a call:
-# 6 GiB crosses the host in about a second, a memory-bound call on it takes a few milliseconds.
+# Pair requests that move up to this many bytes get a null pair request (checks/pair_clock.py):
+# the set carried in, and the first output on each of its two sets sent back. A request moving
+# more costs its copies, whose variation from one request to the next outweighs a call: 6 GiB
+# crosses the host in about a second, a memory-bound call on it takes a few milliseconds; and
+# whether a copy goes through the host or a lent device buffer follows the device memory free at
+# that moment (lending.py). On an 80 GB H100, level 1 problem 55's pair requests (a 1 GiB set
+# in, two 2 GiB outputs out) read 1.9 s by the judge's clock beside 3.8 ms calls.
 PAIR_CLOCK_MAX_BYTES = 1 << 30
+PAIR_OUTPUTS = 2   # outputs a pair request's reply carries: its unseen rep's, its seen rep's
 
 
-def pair_clocked(values: list) -> bool:
-    """Whether a set of these values is small enough for its pair requests to be judged by the clock."""
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)) <= PAIR_CLOCK_MAX_BYTES
+def pair_clocked(values: list, out_nbytes: int) -> bool:
+    """Whether a pair request carrying a set of these values, whose call's output takes
+    `out_nbytes`, moves little enough to be judged by the clock."""
+    carried = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+    return carried + PAIR_OUTPUTS * out_nbytes <= PAIR_CLOCK_MAX_BYTES
 
 
 def null_timing(w, fresh, settings: Settings, reps: int, max_blob, cuda: bool) -> dict:
@@ -71,13 +78,13 @@ def null_pair(w, seen: int, values: list, max_blob, lead_ms: float = 0.0) -> dic
 # 7 parameters: the null requests' own (the worker, its sets, the settings, the message limit, the
 # device kind, the reps) and the values the null pair request carries
 def trusted(w, fresh, settings: Settings, max_blob, cuda: bool, reps: int = NULL_TIMING_REPS,
-            seen_values: list | None = None) -> dict:
+            seen_values: list | None = None, out_nbytes: int = 0) -> dict:
     """The null prices of a worker that holds the reference (its input sets and, from its timing
     run, outputs of the problem's shape): a null timing request (of the reference's own reps, at
     most NULL_TIMING_REPS), the shortest and longest null loops, and (given the first seen set's
-    values) a null pair request. Run after the reference's timing and before the candidate is loaded."""
+    values and the call's output size) a null pair request. Run after the reference's timing and before the candidate is loaded."""
     prices = {"timing": null_timing(w, fresh, settings, reps, max_blob, cuda),
               "loops": [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]}
-    if seen_values is not None and pair_clocked(seen_values):
+    if seen_values is not None and pair_clocked(seen_values, out_nbytes):
         prices["pair"] = null_pair(w, fresh[0], seen_values, max_blob)
     return prices

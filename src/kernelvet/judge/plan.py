@@ -262,7 +262,7 @@ class Plan:
         ev, fresh = self.ev, self.fresh
         pairs, waits, controls, clocks = [], [], [], []
         # the pairs by the judge's clock need a priced timing request to scale by (checks/pair_clock.py)
-        clocked = ev.null_timing and null_prices.pair_clocked(self.values[self.set_values[fresh[0]]])
+        clocked = ev.null_timing and null_prices.pair_clocked(self.values[self.set_values[fresh[0]]], self.out_nbytes)
         null_s = self._null_pair(fresh[0]) if clocked else None
         for j, k in enumerate(unseen):
             seen = fresh[j % len(fresh)]

@@ -83,7 +83,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         # what the judge's clocks will subtract, priced before any candidate code runs here
         prices = null_prices.trusted(w, fresh, settings, w.max_blob_bytes, dev.type == "cuda",
                                      reps=len(timed.body.get("times_ms") or ()),
-                                     seen_values=values[fresh[0]]) if price_nulls else None
+                                     seen_values=values[fresh[0]], out_nbytes=_nbytes(out)) if price_nulls else None
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
         if isinstance(exc, spawn.WorkerEnded) and "timed out" in str(exc):
             raise _problem_timed_out(name, timeout, exc) from None
@@ -252,3 +252,8 @@ def _min_bytes(inputs, ref) -> float:
     n = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     itemsize = next((x.element_size() for x in inputs if isinstance(x, torch.Tensor)), 4)
     return float(n + ref.numel() * itemsize)
+
+
+def _nbytes(out) -> int:
+    """The bytes a call's output takes (0 for a non-tensor: the reference's own failure says so)."""
+    return out.numel() * out.element_size() if isinstance(out, torch.Tensor) else 0
