@@ -306,6 +306,22 @@ def test_a_timing_request_that_lasts_its_reps_agrees_and_one_50x_longer_fails():
     assert f.status is Status.FAIL and "timing request" in f.summary, f.summary
 
 
+def test_a_timing_request_that_sends_back_more_than_a_gib_is_left_to_the_loop():
+    """Its outputs' copies, through the host or a lent device buffer as the free memory allows,
+    vary by more than its calls cost: the judge's clock does not judge that request (on an 80 GB
+    H100 an honest 2.8 ms 3-D convolution's request, 2.46 GiB outputs sent back, read 143 ms a
+    call), and a forger's reported time is left to the judge-clocked loop, which still fails it."""
+    from kernelvet.checks import timers
+    big = timers.CLOCKED_MAX_BYTES + 1
+    slow_copies = {**_request(2.8, 6.0, calls=36), "moved_bytes": big}
+    assert _timers(_ev(clocked_timing=[slow_copies], null_timing=NULL)).status is Status.PASS
+    assert _timers(_ev(clocked_timing=[{**slow_copies, "moved_bytes": big - 1}], null_timing=NULL)).status is Status.FAIL
+    assert not timers.requests_disagree([slow_copies], NULL, "cpu")
+    forged = {**slow_copies, "reported_ms": 2.8 / 50}
+    f = _timers(_ev(clocked_timing=[forged], null_timing=NULL, loop=[_loop(2.8 / 50, 2.8)]))
+    assert f.status is Status.FAIL and "does not account for the work" in f.summary, f.summary
+
+
 def test_a_busy_host_scales_what_was_measured_elsewhere_and_a_forger_still_fails():
     """The request ran while its serving thread waited 7/8 of the time: the reps' own cost (priced
     by the null request, elsewhere) and the warm-up's budget are scaled by 8; the reported times,

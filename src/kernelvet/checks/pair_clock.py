@@ -48,8 +48,8 @@ def unit_s(ev) -> float | None:
     if not times or not ev.null_timing or not ev.clocked_timing:
         return None
     judged = [timers.request_clock(r, ev.null_timing, ev.device.type, ev.null_trusted)["judge_per_call_ms"]
-              for r in ev.clocked_timing]
-    return max(statistics.median(times), min(judged)) / 1e3
+              for r in timers.judged_requests(ev.clocked_timing)]
+    return max(statistics.median(times), min(judged, default=0.0)) / 1e3
 
 
 def null_pair_s(measured: float, trusted: dict | None, lead_ms: float) -> tuple[float, bool]:

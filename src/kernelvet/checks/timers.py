@@ -79,6 +79,21 @@ BUSY_SLACK_MS = 1.0
 BUSY_FACTOR = 10.0
 
 
+# A request that moves more bytes than this between judge and worker (outputs sent back, a set
+# carried in) is not judged by the judge's clock: its copies vary by more than a call costs (6 GiB
+# crosses the host in about a second), and whether a copy takes the host or a device buffer the
+# judge lends follows the device memory free at that moment, so the null request that prices
+# it may have taken the other way (on an 80 GB H100, level 1 problem 59's timing request, its
+# 2.46 GiB outputs sent back, read 143 ms per 2.8 ms call). The judge-clocked loop, whose set
+# comes in and whose output goes out off its clock, bounds the reported time alone there.
+CLOCKED_MAX_BYTES = 1 << 30
+
+
+def judged_requests(clocked: list[dict]) -> list[dict]:
+    """The timing requests the judge's clock judges: those that moved CLOCKED_MAX_BYTES at most."""
+    return [r for r in clocked if r.get("moved_bytes", 0) <= CLOCKED_MAX_BYTES]
+
+
 # A null request in the candidate's worker costs at most this many times its trusted price (the
 # same request before the candidate existed), plus a slack: the same request of the same worker a
 # few seconds apart, on a quiet or equally busy host, costs about the same.
@@ -96,7 +111,7 @@ def evaluate(ev) -> Finding:
         return not_reached(CheckId.TIMERS)
     trusted = ev.null_trusted
     requests = [request_clock(r, ev.null_timing, ev.device.type, trusted)
-                for r in ev.clocked_timing] if ev.null_timing else []
+                for r in judged_requests(ev.clocked_timing)] if ev.null_timing else []
     if not ev.loop and not requests:
         return Finding(CheckId.TIMERS, Status.PASS, "clock bindings unchanged (the judge-clock loop did not run)",
                        {"phases_checked": len(ev.integrity)})
@@ -154,6 +169,7 @@ def loop_settled(attempts: list[dict]) -> bool:
 def requests_disagree(clocked: list[dict], null: dict | None, device_type: str, trusted: dict | None = None) -> bool:
     """Whether no timing request so far is accounted for by its reported times (the judge then
     times again: see judge/plan.py, _measure_requests_again)."""
+    clocked = judged_requests(clocked)
     if not clocked or not null:
         return False
     return _overall([request_clock(r, null, device_type, trusted) for r in clocked]) == "disagrees"

@@ -14,20 +14,18 @@ from __future__ import annotations
 import torch
 
 from .. import sched
+from ..checks.timers import CLOCKED_MAX_BYTES
 from .bodies import _encode_set, _pair_body, _time_body
 from .settings import _NULL_PAIR, Settings
 
 NULL_TIMING_REPS = 64   # reps of a null timing request (a rep's own cost, averaged)
 REHEARSALS = 6          # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
 LOOP_CALLS = (10, 2000)   # null loops priced at the shortest and the longest loop the judge runs
-# Pair requests that move up to this many bytes get a null pair request (checks/pair_clock.py):
-# the set carried in, and the first output on each of its two sets sent back. A request moving
-# more costs its copies, whose variation from one request to the next outweighs a call: 6 GiB
-# crosses the host in about a second, a memory-bound call on it takes a few milliseconds; and
-# whether a copy goes through the host or a lent device buffer follows the device memory free at
-# that moment (lending.py). On an 80 GB H100, level 1 problem 55's pair requests (a 1 GiB set
-# in, two 2 GiB outputs out) read 1.9 s by the judge's clock beside 3.8 ms calls.
-PAIR_CLOCK_MAX_BYTES = 1 << 30
+# Pair requests that move up to timers.CLOCKED_MAX_BYTES get a null pair request
+# (checks/pair_clock.py): the set carried in, and the first output on each of its two sets sent
+# back. On an 80 GB H100, level 1 problem 55's pair requests (a 1 GiB set in, two 2 GiB outputs
+# out) read 1.9 s by the judge's clock beside 3.8 ms calls.
+PAIR_CLOCK_MAX_BYTES = CLOCKED_MAX_BYTES
 PAIR_OUTPUTS = 2   # outputs a pair request's reply carries: its unseen rep's, its seen rep's
 
 

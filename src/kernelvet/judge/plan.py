@@ -343,7 +343,9 @@ class Plan:
                                       # the spin before each rep (CUDA), at most the worker's LEAD_MAX_S: a claim,
                                       # which only widens the bound
                                       "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
-                                      "warmup_calls": int(body["warmup"])})
+                                      "warmup_calls": int(body["warmup"]),
+                                      # what its reply brings back: the first output on each set it times
+                                      "moved_bytes": len(set(body["sets"])) * self.out_nbytes})
         return msg
 
     def null_timing(self, reps: int) -> dict:
