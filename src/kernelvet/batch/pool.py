@@ -397,7 +397,13 @@ class PoolEngine:
                         landed.put(r)
                     held.clear()
                     task, dead = None, task   # recorded or put back here: never again by a take-out
-                    proc = self._fresh_judge(slot, dead, str(exc), died_in, jobs, landed, procs)
+                    self._after_death(slot, dead, str(exc), jobs, landed)
+                    died_in[:] = [*dict.fromkeys([*died_in, dead.job.problem])]   # one problem's count once
+                    if len(died_in) >= self.max_deaths:
+                        raise JudgeGone(f"its judges died in vets of {len(died_in)} problems in a row (last: {exc})")
+                    procs[slot.name].stop()
+                    proc = procs[slot.name] = self.judge(slot, self.options)
+                    proc.ready()   # a fresh judge that does not start: out, as at the start
                     jobs.done(slot.name)
                     continue
                 died_in.clear()
@@ -433,20 +439,12 @@ class PoolEngine:
             if p is not None:
                 p.stop()
 
-    def _fresh_judge(self, slot: Slot, task: _Task, why: str, died_in: list, jobs: _Queue, landed, procs: dict):
-        """After `slot`'s judge died vetting `task`: the job vetted again on another device, once,
-        else an error record that says how; a fresh judge for the jobs after it, unless its judges
-        died in `max_deaths` problems in a row (JudgeGone: the slot is out)."""
+    def _after_death(self, slot: Slot, task: _Task, why: str, jobs: _Queue, landed) -> None:
+        """The job `slot`'s judge died vetting: vetted again on another device of the pool, once,
+        else an error record that says how the judge died."""
         others = [s.name for s in self.slots if s.name != slot.name and s.name not in self.out_of_pool]
         if task.retried is None and others:
             jobs.put(_Task(task.job, retried=f"its judge on {slot.name} died in the vet: {why}", not_on=slot.name))
         else:
             landed.put(dataclasses.replace(self._unplaced(task), slot=slot.name, error=(
                 f"not vetted: {why}" + (f" (its second vet; first {task.retried})" if task.retried else ""))))
-        died_in[:] = [*dict.fromkeys([*died_in, task.job.problem])]
-        if len(died_in) >= self.max_deaths:
-            raise JudgeGone(f"its judges died in vets of {len(died_in)} problems in a row (last: {why})")
-        procs[slot.name].stop()
-        proc = procs[slot.name] = self.judge(slot, self.options)
-        proc.ready()   # a fresh judge that does not start: out, as at the start
-        return proc
