@@ -398,7 +398,8 @@ class PoolEngine:
                     held.clear()
                     task, dead = None, task   # recorded or put back here: never again by a take-out
                     self._after_death(slot, dead, str(exc), jobs, landed)
-                    died_in[:] = [*dict.fromkeys([*died_in, dead.job.problem])]   # one problem's count once
+                    if dead.job.problem not in died_in:   # one problem's deaths count once
+                        died_in.append(dead.job.problem)
                     if len(died_in) >= self.max_deaths:
                         raise JudgeGone(f"its judges died in vets of {len(died_in)} problems in a row (last: {exc})")
                     procs[slot.name].stop()

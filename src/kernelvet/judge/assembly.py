@@ -42,9 +42,9 @@ def _judge_least_ms(ev: Evidence) -> float | None:
     worker skipped them), and from the unseen pair requests' calls (which ran on values never seen);
     the largest. Each is what a worker that forged the others still pays."""
     found = [pair_clock.least_ms(pair_clock.of(ev), ev.device.type)]
-    if ev.null_timing and timers.judged_requests(ev.clocked_timing):
-        clocked = [timers.request_clock(r, ev.null_timing, ev.device.type, ev.null_trusted)
-                   for r in timers.judged_requests(ev.clocked_timing)]
+    judged = timers.judged_requests(ev.clocked_timing)
+    if ev.null_timing and judged:
+        clocked = [timers.request_clock(r, ev.null_timing, ev.device.type, ev.null_trusted) for r in judged]
         # less the lead spin before each CUDA rep: time the device spent before the call, not in it
         found.append(min(timers.least_ms(c["judge_per_call_ms"] - c["lead_per_call_ms"], ev.device.type)
                          for c in clocked))

@@ -21,11 +21,10 @@ from .settings import _NULL_PAIR, Settings
 NULL_TIMING_REPS = 64   # reps of a null timing request (a rep's own cost, averaged)
 REHEARSALS = 6          # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
 LOOP_CALLS = (10, 2000)   # null loops priced at the shortest and the longest loop the judge runs
-# Pair requests that move up to timers.CLOCKED_MAX_BYTES get a null pair request
+# Pair requests that move up to CLOCKED_MAX_BYTES (checks/timers.py) get a null pair request
 # (checks/pair_clock.py): the set carried in, and the first output on each of its two sets sent
 # back. On an 80 GB H100, level 1 problem 55's pair requests (a 1 GiB set in, two 2 GiB outputs
 # out) read 1.9 s by the judge's clock beside 3.8 ms calls.
-PAIR_CLOCK_MAX_BYTES = CLOCKED_MAX_BYTES
 PAIR_OUTPUTS = 2   # outputs a pair request's reply carries: its unseen rep's, its seen rep's
 
 
@@ -33,7 +32,7 @@ def pair_clocked(values: list, out_nbytes: int) -> bool:
     """Whether a pair request carrying a set of these values, whose call's output takes
     `out_nbytes`, moves little enough to be judged by the clock."""
     carried = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-    return carried + PAIR_OUTPUTS * out_nbytes <= PAIR_CLOCK_MAX_BYTES
+    return carried + PAIR_OUTPUTS * out_nbytes <= CLOCKED_MAX_BYTES
 
 
 def null_timing(w, fresh, settings: Settings, reps: int, max_blob, cuda: bool) -> dict:

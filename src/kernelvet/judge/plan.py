@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from .. import codec, sched, spawn, trace
+from .. import codec, lending, sched, spawn, trace
 from ..checks import attribution, caching, pair_clock, streams
 from ..checks.timers import judge_clock, loop_settled, requests_disagree
 from ..evidence import Evidence
@@ -345,7 +345,7 @@ class Plan:
                                       "lead_ms": min(float(msg.body.get("lead_ms") or 0.0), LEAD_MAX_MS),
                                       "warmup_calls": int(body["warmup"]),
                                       # what its reply brings back: the first output on each set it times
-                                      "moved_bytes": len(set(body["sets"])) * self.out_nbytes})
+                                      "moved_bytes": lending.rooms_for("time", body) * self.out_nbytes})
         return msg
 
     def null_timing(self, reps: int) -> dict:
