@@ -2,7 +2,7 @@
 own steps inside them (set draws, float64 references, FLOP count, worker requests), each timed by
 wrapping the function that does it.
 
-    PYTHONPATH=src python3 bench/diagnostics/kernelbench_phases.py OUT.jsonl 4:ref,3:allowed [BUDGET_S]
+    PYTHONPATH=src [VET_TIMEOUT_S=300] python3 bench/diagnostics/kernelbench_phases.py OUT.jsonl 4:ref,3:allowed [BUDGET_S]
 
 Each spec is PROBLEM_NUMBER:KIND of KernelBench level 1 (in .kernelbench/KernelBench/level1):
 `ref`, the problem's own Model as the candidate (default library policy), or `allowed`, the same
@@ -24,10 +24,11 @@ import time
 import kernelvet.judge.api as api
 import kernelvet.judge.plan as plan
 import kernelvet.judge.reference as reference
-from kernelvet import evidence, metrics, problem, sizes, spawn, vet
+from kernelvet import compact, evidence, metrics, problem, sizes, spawn, vet
 
 LEVEL1 = os.path.join(".kernelbench", "KernelBench", "level1")
 SPENT = collections.defaultdict(float)
+TIMEOUT_S = float(os.environ.get("VET_TIMEOUT_S", "300"))   # each vet's --timeout
 CALLS = collections.Counter()
 
 
@@ -58,6 +59,12 @@ def _wrap_all() -> None:
     for name in ("rel_error", "row_errors", "ulp_stats", "poison_count", "same_bits", "rel_distance"):
         _timed(metrics, name, f"metrics.{name}")
     _timed(evidence.Evidence, "add_call", "Evidence.add_call (the move, a lean vet's comparisons)")
+    _timed(compact, "settle", "compact.settle (a lean vet's comparisons)")
+    _timed(metrics, "_sliced_norms", "metrics._sliced_norms (the sliced norms inside rel_error)")
+    # the plan's stages (each one's requests and comparisons together)
+    for name in ("call", "upload", "timed_outputs", "unseen_pairs", "null_timing", "time_again", "audit",
+                 "ordering_probe", "judge_clock_attempts"):
+        _timed(plan.Plan, name, f"Plan.{name}")
 
 
 def _stage(number: int, work: str) -> tuple[str, str, str]:
@@ -83,9 +90,9 @@ def one(spec: str, work: str) -> dict:
     CALLS.clear()
     t0 = time.monotonic()
     try:
-        report = vet(cand, prob, device="cuda", timeout=300, allow=["library-call"] if kind == "allowed" else [])
+        report = vet(cand, prob, device="cuda", timeout=TIMEOUT_S, allow=["library-call"] if kind == "allowed" else [])
         got = {"verdict": str(report.verdict), "failed": [str(f.check) for f in report.failed],
-               "phases": dict(report.phases_s)}
+               "phases": dict(report.phases_s), "requests": dict(report.requests_s)}
     except Exception as exc:  # noqa: BLE001 - recorded, the next spec still runs
         got = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     got.update(problem=name, kind=kind, wall=time.monotonic() - t0,

@@ -388,6 +388,7 @@ class WorkerHandle:
             torch = sys.modules.get("torch")
             if torch is not None and torch.cuda.is_initialized():
                 torch.cuda.empty_cache()   # after the request's loan, which may reuse the blocks
+        ended = None   # how the worker ended in this request ("": read from its exit)
         try:
             if type_ is not None:
                 protocol.send(self.sock, type_, body, tensors)
@@ -397,15 +398,17 @@ class WorkerHandle:
                     raise protocol.ProtocolError("a blob names a lent buffer, but none was lent for this request")
                 msg = loan.received(msg)
         except protocol.Timeout:
-            self._end(f"timed out (no answer within the {self._budget_text(deadline)})")
+            ended = f"timed out (no answer within the {self._budget_text(deadline)})"
         except (protocol.PeerClosed, BrokenPipeError, ConnectionResetError):
-            self._end_from_exit()
+            ended = ""
         except protocol.ProtocolError as exc:
-            self._end(f"protocol violation: {exc}")
+            ended = f"protocol violation: {exc}"
         asked = type_ or (self._pending.pop(0) if self._pending else None)
-        trip = self._round_trips.setdefault(asked or "hello", [0, 0.0])
+        trip = self._round_trips.setdefault(asked or "hello", [0, 0.0])   # the request it ended in too
         trip[0] += 1
         trip[1] += time.monotonic() - t0
+        if ended is not None:
+            self._end(ended) if ended else self._end_from_exit()
         if asked is None and self._greeted:
             asked = "?"   # the answer to a request sent past this handle: any reply but a second hello
         if (msg.type == "hello") != (asked is None) or (

@@ -80,7 +80,8 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
                   timing=_timing(report), vet_s=time.monotonic() - t0, candidate_sha256=report.candidate_sha256,
                   device=str(report.device.get("name") or report.device.get("type") or ""),
                   finished_at=time.time(), phases_s={k: round(float(v), 4) for k, v in report.phases_s.items()
-                                                          if isinstance(v, (int, float))})
+                                                          if isinstance(v, (int, float))},
+                  requests_s=dict(report.requests_s) or None)
 
 
 def _where(exc: BaseException) -> str:

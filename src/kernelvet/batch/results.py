@@ -45,6 +45,7 @@ class Record:
     slot: str | None = None           # the pool's device that vetted it ("cuda:3"; None: one device)
     retried: str | None = None        # why it was vetted again on another device (its first was taken out)
     phases_s: dict | None = None      # where the vet's time went, phase by phase (the report's phases_s)
+    requests_s: dict | None = None    # the worker's round trips by request type: [count, seconds] (the report's)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
