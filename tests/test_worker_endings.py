@@ -173,3 +173,34 @@ def test_a_request_the_worker_runs_out_of_memory_on_is_answered_as_such(write):
     f = _worker_finding(report)
     assert report.verdict is Verdict.REJECT and f.status is Status.FAIL
     assert "out of memory in the worker while answering 'integrity'" in f.summary, f.summary
+
+
+def _judge_slowed(monkeypatch, seconds: float, times: int) -> None:
+    """The judge's own work on the candidate's first `times` fresh outputs takes `seconds` more
+    each: what comparing a big problem's outputs on the host costs."""
+    from kernelvet.evidence import Evidence
+    real, left = Evidence.add_call, [times]
+
+    def slow(self, phase, *a, **k):
+        if phase == "fresh" and left[0] > 0:
+            left[0] -= 1
+            time.sleep(seconds)
+        return real(self, phase, *a, **k)
+    monkeypatch.setattr(Evidence, "add_call", slow)
+
+
+def test_the_judges_own_time_between_requests_is_not_charged_to_the_candidate(write, monkeypatch):
+    """3.5 s of the judge's comparisons and ~1.5 s of an honest candidate's calls overrun a 4 s
+    --timeout together, neither alone: the candidate is charged only for its worker's requests."""
+    _judge_slowed(monkeypatch, 3.5, 1)
+    path = write("slow_honest.py", MATMUL_HEADER + honest_matmul("import time; time.sleep(0.02)"))
+    report = vet(path, "matmul", device="cpu", timeout=4)
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert sum(t for _, t in report.requests_s.values()) > 0.5   # the candidate's part was real
+
+
+def test_the_judges_own_time_past_the_timeout_is_the_problems_not_a_rejection(write, monkeypatch):
+    from kernelvet.errors import UsageError
+    _judge_slowed(monkeypatch, 2.5, 2)
+    with pytest.raises(UsageError, match="the problem itself ran out of time: the judge's own work"):
+        vet(write("honest.py", MATMUL_HEADER + HONEST_BODY), "matmul", device="cpu", timeout=4)

@@ -41,6 +41,15 @@ class WorkerEnded(Exception):
         self.reason, self.code = reason, code
 
 
+class JudgeOverran(Exception):
+    """The judge's own work between a candidate's requests took longer than its budget: the
+    problem's doing (its outputs' size), not the candidate's. `spent_s`, `budget_s` in seconds."""
+
+    def __init__(self, spent_s: float, budget_s: float):
+        super().__init__(f"{spent_s:.0f} s of the judge's own work between the candidate's requests")
+        self.spent_s, self.budget_s = spent_s, budget_s
+
+
 class CandidateRaised(Exception):
     def __init__(self, phase: str, error: str, tb: str):
         super().__init__(error)
@@ -315,6 +324,27 @@ class WorkerHandle:
         self._pending: list[str] = []   # requests sent by `send_only` whose answers are unread, in order
         self.prepared: protocol.Message | None = None   # its `prepare` answer, read ahead (`read_prepared`)
         self._round_trips: dict[str, list] = {}
+        # Set by `charge_requests_only`: the judge's own time between requests, and its bound
+        self.judge_s = 0.0
+        self.judge_budget_s: float | None = None
+        self._idle_since: float | None = None
+
+    def charge_requests_only(self, budget_s: float) -> None:
+        """From now on the deadline moves on by the judge's own time between requests (comparing a
+        big problem's outputs on the host takes seconds each): the candidate is charged only for the
+        time its worker holds a request. That time of the judge's is bounded by `budget_s` in all,
+        past which a request raises `JudgeOverran` (the problem ran out of time, not the candidate)."""
+        self.judge_s, self.judge_budget_s = 0.0, budget_s
+        self._idle_since = None if self._pending else time.monotonic()
+
+    def _credit_judge_time(self, now: float) -> None:
+        if self._idle_since is None or self.judge_budget_s is None:
+            return
+        gap, self._idle_since = now - self._idle_since, None
+        self.deadline += gap
+        self.judge_s += gap
+        if self.judge_s > self.judge_budget_s:
+            raise JudgeOverran(self.judge_s, self.judge_budget_s)
 
     def request(self, type_: str, body: dict | None = None, tensors=(), *, timeout: float | None = None,
                 max_blob_bytes: int | None = None) -> protocol.Message:
@@ -380,6 +410,7 @@ class WorkerHandle:
             raise self.ended
         if type_ is not None and self._pending:
             raise RuntimeError(f"answers to {self._pending} are unread")   # harness bug: replies come in order
+        self._credit_judge_time(time.monotonic())
         deadline = self.deadline if timeout is None else min(self.deadline, time.monotonic() + timeout)
         if max_blob_bytes is None:
             max_blob_bytes = self.max_blob_bytes
@@ -409,6 +440,8 @@ class WorkerHandle:
         trip[1] += time.monotonic() - t0
         if ended is not None:
             self._end(ended) if ended else self._end_from_exit()
+        if self.judge_budget_s is not None and not self._pending:
+            self._idle_since = time.monotonic()   # the worker waits on the judge from here
         if asked is None and self._greeted:
             asked = "?"   # the answer to a request sent past this handle: any reply but a second hello
         if (msg.type == "hello") != (asked is None) or (
@@ -442,6 +475,7 @@ class WorkerHandle:
 
     def send_only(self, type_: str, body: dict | None = None, tensors=()) -> None:
         """A request whose answer `request(None)` reads later (the worker works meanwhile)."""
+        self._credit_judge_time(time.monotonic())
         self._pending.append(type_)
         tensors = _through_host(tensors)   # nothing is lent for an answer read later
         try:

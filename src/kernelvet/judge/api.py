@@ -372,6 +372,7 @@ class _Vet:
         keys, ev = self.keys, self.ev
         t0 = time.monotonic()
         self.w.deadline = time.monotonic() + self.timeout
+        self.w.charge_requests_only(self.timeout)   # the judge's comparisons are not the candidate's time
         # The next vet's worker starts now, its device start-up beside this candidate's import and
         # checked calls, and is waited for before this vet's clocks; not for a problem the device
         # barely holds (a lean holding), whose next worker starts as this one ends.
@@ -380,7 +381,13 @@ class _Vet:
         plan = Plan.of(ev, self.w, self.values, keys.fresh, self.settings, unseen=keys.unseen, again=keys.again,
                        waived=waived, audit_mode=audit, phases=self.phases,
                        before_clocks=self._spare_ready if early else None)
-        self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
+        try:
+            self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
+        except spawn.JudgeOverran as exc:
+            raise UsageError(f"{self.prob.path or self.prob.name}: the problem itself ran out of time: the judge's "
+                             f"own work on the candidate's outputs (comparing them with the float64 references) "
+                             f"took longer than the --timeout of {self.timeout:g} s (not the candidate's doing; "
+                             "raise --timeout or shrink the problem)") from None
         self.phases["candidate"] = time.monotonic() - t0
         # Before the worker ends and the next one starts: judged on the host, the checks' last
         # arithmetic ran ~0.4 s slower beside a spare's start-up on the H200 (CPU threads contended).
