@@ -129,3 +129,60 @@ def test_comparisons_in_slices_give_the_numbers_of_the_whole(monkeypatch, ref_dt
     assert a[3] == b[3] == math.inf and a[4] == b[4] == math.inf
     assert torch.allclose(a[5], b[5], rtol=1e-12, atol=0) and torch.equal(a[6].isinf(), b[6].isinf()) and b[6].isinf().sum() == 1
     assert a[7] == pytest.approx(b[7], rel=1e-12) and a[8] == b[8] == 1
+
+
+def _pairs():
+    """(out, ref) pairs of each kind the one-pass comparison meets: an honest output, one with a
+    NaN and one with an infinity, a zero output against a zero reference, zero rows, a 1-D output."""
+    torch.manual_seed(5)
+    ref = torch.randn(24, 16, 40, dtype=torch.float64)
+    out = (ref + 1e-5 * torch.randn_like(ref)).float()
+    nan, inf, rows0 = out.clone(), out.clone(), out.clone()
+    nan[3, 2, 1], inf[5, 0, 7] = float("nan"), -float("inf")
+    ref0 = ref.clone()
+    ref0[4], rows0[4] = 0.0, 0.0
+    ref0[6] = 0.0   # a zero reference row the output misses
+    flat = torch.randn(5000, dtype=torch.float64)
+    return [(out, ref), (nan, ref), (inf, ref), (torch.zeros(8, 300), torch.zeros(8, 300, dtype=torch.float64)),
+            (rows0, ref0), (flat.float(), flat)]
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 997])
+def test_one_pass_comparison_gives_rel_error_and_row_errors_as_their_own_passes(monkeypatch, chunk):
+    monkeypatch.setattr(metrics, "CHUNK", chunk)
+    monkeypatch.setattr(metrics, "HOST_SLICE", 1 << 10)   # several slices, rows split across none
+    for out, ref in _pairs():
+        c, cr = metrics.compare(out, ref), metrics.compare_rows(out, ref)
+        for floor in (0.0, 1e3):
+            want = metrics.rel_error(out, ref, floor)
+            for got in (metrics.rel_error_of(c, floor), metrics.rel_error_of(cr, floor)):
+                assert got == pytest.approx(want, rel=1e-12) or got == want == math.inf
+        want_rows, got_rows = metrics.row_errors(out, ref), metrics.row_errors_of(cr)
+        assert torch.equal(want_rows.isinf(), got_rows.isinf()) and torch.equal(want_rows.isnan(), got_rows.isnan())
+        finite = want_rows.isfinite()
+        assert torch.allclose(want_rows[finite], got_rows[finite], rtol=1e-12, atol=0)
+
+
+def test_one_pass_comparison_leaves_integer_outputs_and_non_finite_references_to_rel_error():
+    ref = torch.randn(10, 300, dtype=torch.float64)
+    ref[2, 5] = float("inf")
+    assert metrics.compare(ref.float(), ref) is None and metrics.compare_rows(ref.float(), ref) is None
+    assert metrics.compare(torch.zeros(4, dtype=torch.int64), torch.zeros(4, dtype=torch.int64)) is None
+    assert metrics.compare(torch.zeros(4), torch.zeros(5, dtype=torch.float64)) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_one_pass_comparison_of_a_device_output_against_a_host_reference(monkeypatch):
+    """Judged on the host, an output still on the device is moved CHUNK elements at a time, then
+    compared in host slices: the numbers of the output compared on the host whole."""
+    monkeypatch.setattr(metrics, "CHUNK", 4099)
+    for out, ref in _pairs():
+        on_device = out.cuda()
+        c, cr = metrics.compare(on_device, ref), metrics.compare_rows(on_device, ref)
+        want = metrics.rel_error(out, ref)
+        assert metrics.rel_error_of(c) == pytest.approx(want, rel=1e-12) or metrics.rel_error_of(c) == want == math.inf
+        assert metrics.rel_error_of(cr) == pytest.approx(want, rel=1e-12) or metrics.rel_error_of(cr) == want == math.inf
+        want_rows = metrics.row_errors(out, ref)
+        assert torch.equal(want_rows.isinf(), metrics.row_errors_of(cr).isinf())
+        assert cr.rows[0].device.type == "cpu"

@@ -45,13 +45,20 @@ def settle(ev, rec) -> None:
         if out.shape != ref.shape:
             continue
         as_seen = _stand_in(ev, key, ref) if rec.phase in OWN_VALUES and key == rec.values_of else ref
-        ev.known(metrics.rel_error, metrics.rel_error(out, ref), stand, as_seen)
-        if rec.phase in _PRECISION and key == rec.values_of and out.dtype == ev.dtype:
+        precision = rec.phase in _PRECISION and key == rec.values_of and out.dtype == ev.dtype
+        rows = precision and key in ev.reference_row_errors
+        # one pass over the pair for every error the checks read of it (Evidence.compared)
+        c = (metrics.compare_rows if rows else metrics.compare)(out, ref)
+        ev.known(metrics.compare_rows if rows else metrics.compare, c, stand, as_seen)
+        if c is None:   # an integer output, or a reference with non-finite values: rel_error's own path
+            ev.known(metrics.rel_error, metrics.rel_error(out, ref), stand, as_seen)
+        if precision:
             floor = ev.error_floor
-            ev.known(metrics.rel_error, metrics.rel_error(out, ref, floor), stand, as_seen, floor)
+            if c is None:
+                ev.known(metrics.rel_error, metrics.rel_error(out, ref, floor), stand, as_seen, floor)
+                if rows:
+                    ev.known(metrics.row_errors, metrics.row_errors(out, ref), stand, as_seen)
             ev.known(metrics.ulp_stats, metrics.ulp_stats(out, ref, ev.dtype), stand, as_seen, ev.dtype)
-            if key in ev.reference_row_errors:
-                ev.known(metrics.row_errors, metrics.row_errors(out, ref), stand, as_seen)
     rec.output = stand
 
 

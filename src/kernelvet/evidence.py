@@ -117,6 +117,35 @@ class Evidence:
             self._memo[key] = (fn(*tensors), tensors)   # the tensors kept: their ids stay theirs
         return self._memo[key][0]
 
+    def compared(self, out: torch.Tensor, key):
+        """metrics.compare(out, refs64[key]), one pass per pair, the rows kept where the checks
+        compare `key`'s rows (the reference's own row errors are known there)."""
+        from . import metrics
+        ref = self.refs64[key]
+        for fn in (metrics.compare_rows, metrics.compare):   # a pass that kept the rows serves either
+            kept = self._memo.get((fn, id(out), id(ref)))
+            if kept is not None:
+                return kept[0]
+        rows = key in self.reference_row_errors
+        return self.memo(metrics.compare_rows if rows else metrics.compare, out, ref)
+
+    def rel_error(self, out: torch.Tensor, key, floor: float = 0.0) -> float:
+        """metrics.rel_error(out, refs64[key], floor), from the pair's one pass where it applies."""
+        from . import metrics
+        c = self.compared(out, key)
+        if c is not None:
+            return metrics.rel_error_of(c, floor)
+        ref = self.refs64[key]
+        return self.memo(metrics.rel_error, out, ref, floor) if floor else self.memo(metrics.rel_error, out, ref)
+
+    def row_errors(self, out: torch.Tensor, key) -> torch.Tensor:
+        """metrics.row_errors(out, refs64[key]), from the pair's one pass where it applies."""
+        from . import metrics
+        c = self.compared(out, key)
+        if c is not None and c.rows is not None:
+            return metrics.row_errors_of(c)
+        return self.memo(metrics.row_errors, out, self.refs64[key])
+
     def known(self, fn, value, *tensors) -> None:
         """Record fn(*tensors) as `value`, computed elsewhere (compact.py: on the tensors these stand in for)."""
         self._memo[(getattr(fn, "__func__", fn), *map(id, tensors))] = (value, tensors)

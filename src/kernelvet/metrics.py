@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -125,6 +126,98 @@ def _sliced_norms(o_flat: torch.Tensor, r_flat: torch.Tensor, nan_as_inf: bool, 
         diff_sq += torch.linalg.vector_norm(d).item() ** 2
         ref_sq += torch.linalg.vector_norm(r).item() ** 2
     return math.sqrt(diff_sq), math.sqrt(ref_sq), o_finite, r_finite
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One pass over an output and its float64 reference (`compare`), all that `rel_error` and
+    `row_errors` read of them: a big problem's output judged on the host costs seconds a pass, and
+    the checks ask for its error with and without the floor, and row by row."""
+
+    diff: float          # ||out - ref||; inf where out has a non-finite value
+    ref_norm: float      # ||ref|| (finite: `compare` applies to finite references only)
+    rows: tuple[torch.Tensor, torch.Tensor] | None = None   # per row (as_rows): ||out_i - ref_i||, ||ref_i||
+
+
+def compare(out: torch.Tensor, ref64: torch.Tensor) -> Comparison | None:
+    """The norms of `rel_error` in one pass, slice by slice where the reference is. None where the
+    pass does not apply (integer or bool outputs, shapes that differ, a reference with non-finite
+    values): `rel_error` decides those itself."""
+    return _compare(out, ref64, rows=False)
+
+
+def compare_rows(out: torch.Tensor, ref64: torch.Tensor) -> Comparison | None:
+    """`compare`, with the per-row norms `row_errors` reads, in the same pass."""
+    return _compare(out, ref64, rows=True)
+
+
+def _compare(out: torch.Tensor, ref64: torch.Tensor, rows: bool) -> Comparison | None:
+    if not ref64.is_floating_point() or out.shape != ref64.shape:
+        return None
+    o_all, r_all = (as_rows(out), as_rows(ref64)) if rows else (out.reshape(-1), ref64.reshape(-1))
+    unit = r_all.shape[1] if rows else 1    # elements a slice's unit (a row, or an element) holds
+    diff_sq = ref_sq = 0.0
+    row_parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for o, r in _slice_pairs(o_all, r_all, unit):
+        r = r.to(torch.float64)
+        # a NaN (or an infinity) in the output is infinitely far from a finite reference value
+        d = torch.nan_to_num(o.to(torch.float64) - r, nan=math.inf, posinf=math.inf, neginf=math.inf)
+        if rows:
+            row_parts.append((torch.linalg.vector_norm(d, dim=1), torch.linalg.vector_norm(r, dim=1)))
+        else:
+            diff_sq += torch.linalg.vector_norm(d).item() ** 2
+            ref_sq += torch.linalg.vector_norm(r).item() ** 2
+    by_row = None
+    if rows:
+        empty = torch.zeros(0, dtype=torch.float64, device=ref64.device)
+        by_row = (torch.cat([d for d, _ in row_parts]) if row_parts else empty,
+                  torch.cat([r for _, r in row_parts]) if row_parts else empty)
+        diff_sq = torch.linalg.vector_norm(by_row[0]).item() ** 2
+        ref_sq = torch.linalg.vector_norm(by_row[1]).item() ** 2
+    if not math.isfinite(ref_sq):
+        return None
+    return Comparison(math.sqrt(diff_sq), math.sqrt(ref_sq), by_row)
+
+
+def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int):
+    """(out slice, reference slice) pairs over the first dimension, the output's slices on the
+    reference's device: moved there CHUNK elements at a time (one copy each, not one per slice),
+    compared in slices `_slice_for` the reference's device."""
+    n = r_all.shape[0]
+    step = _slice_for(r_all, unit)
+    outer = n if o_all.device == r_all.device else step * max(1, CHUNK // (step * max(unit, 1)))
+    for osl in _slices(n, outer):
+        o_part, r_part = o_all[osl].to(r_all.device), r_all[osl]
+        for sl in _slices(r_part.shape[0], step):
+            yield o_part[sl], r_part[sl]
+
+
+def error_and_rows(out: torch.Tensor, ref64: torch.Tensor, floor: float) -> tuple[float, torch.Tensor | None]:
+    """rel_error(out, ref64, floor) and row_errors(out, ref64) (None for an output that has no
+    rows to compare: not floating, or not the reference's shape), from one pass where it applies."""
+    rowed = out.is_floating_point() and ref64.is_floating_point() and out.shape == ref64.shape
+    c = compare_rows(out, ref64) if rowed else None
+    if c is None:
+        return rel_error(out, ref64, floor), row_errors(out, ref64) if rowed else None
+    return rel_error_of(c, floor), row_errors_of(c)
+
+
+def rel_error_of(c: Comparison, floor: float = 0.0) -> float:
+    """`rel_error` from a `compare` pass."""
+    if not math.isfinite(c.diff):
+        return math.inf
+    denom = max(c.ref_norm, floor)
+    if denom == 0.0:
+        return 0.0 if c.diff == 0.0 else math.inf
+    return c.diff / denom
+
+
+def row_errors_of(c: Comparison) -> torch.Tensor:
+    """`row_errors` from a `compare_rows` pass (its reference is finite)."""
+    diff, denom = c.rows
+    err = diff / denom
+    err[(diff == 0) & (denom == 0)] = 0.0
+    return err
 
 
 # An output's error is measured against at least this fraction of the size it would have at the

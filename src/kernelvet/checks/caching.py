@@ -107,7 +107,7 @@ def remembers(pairs, device_type: str, controls=()) -> bool:
 
 
 def evaluate(ev) -> Finding:
-    fresh = [ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of]) for c in ev.records("warmup", "fresh")
+    fresh = [ev.rel_error(c.output, c.values_of) for c in ev.records("warmup", "fresh")
              if not ev.poisoned(c) and c.output.shape == ev.refs64[c.values_of].shape]
     tol = max(metrics.tolerance(ev.dtype, ev.reference_error, ev.declared_tolerance),
               OWN_SLACK * max(fresh, default=0.0))
@@ -115,8 +115,8 @@ def evaluate(ev) -> Finding:
     for c in ev.records("overwrite"):
         if ev.poisoned(c):
             continue
-        err = ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of])
-        stale = ev.memo(metrics.rel_error, c.output, ev.refs64[c.set_id])
+        err = ev.rel_error(c.output, c.values_of)
+        stale = ev.rel_error(c.output, c.set_id)
         evidence.update({"overwrite_error": err, "error_vs_old_values": stale,
                          "same_pointers": ev.overwrite_same_pointers})
         if err > (bounds_on_sets(ev, [(err, c.values_of)], tol)[0] or tol):
@@ -126,7 +126,7 @@ def evaluate(ev) -> Finding:
                            f"{what} (error {err:.3g} vs the new values, {stale:.3g} vs the old)", evidence)
     later = [c for c in ev.records("timed", "unseen", "loop")
              if not ev.poisoned(c) and c.output.shape == ev.refs64[c.values_of].shape]
-    errs = [ev.memo(metrics.rel_error, c.output, ev.refs64[c.values_of]) for c in later]
+    errs = [ev.rel_error(c.output, c.values_of) for c in later]
     for c, err, allowed in zip(later, errs, bounds_on_sets(ev, [(e, c.values_of) for e, c in zip(errs, later)], tol)):
         if allowed is not None and err > allowed:
             return Finding(CheckId.CACHING, Status.FAIL,

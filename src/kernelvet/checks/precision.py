@@ -45,7 +45,7 @@ def evaluate(ev) -> Finding:
         if tuple(c.output.shape) != tuple(ref.shape):
             return Finding(CheckId.PRECISION, Status.FAIL, f"output shape {tuple(c.output.shape)} is not the "
                            f"reference's {tuple(ref.shape)}", {"phase": c.phase})
-        rows.append(ev.memo(metrics.rel_error, c.output, ref, ev.error_floor))
+        rows.append(ev.rel_error(c.output, c.values_of, ev.error_floor))
         checked.append(c)
     for err, allowed, c in zip(rows, bounds_on_sets(ev, [(e, c.values_of) for e, c in zip(rows, checked)], tol),
                                checked):
@@ -104,7 +104,7 @@ def _rows_over(ev, recs, tol: float) -> dict | None:
         ref_rows = ev.reference_row_errors.get(c.values_of)
         if ref_rows is None or ev.poisoned(c):
             continue
-        errs = ev.memo(metrics.row_errors, c.output, ev.refs64[c.values_of])
+        errs = ev.row_errors(c.output, c.values_of)
         if errs.shape != ref_rows.shape:
             continue
         allowed = torch.clamp(ROW_SLACK * ref_rows.to(errs.device), min=tol)

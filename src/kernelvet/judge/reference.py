@@ -70,7 +70,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         for k in fresh:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
-        out, second, traced, timed, errors = _reference_calls(w, fresh, refs64, settings, floor)
+        out, second, traced, timed, errors, row_errors = _reference_calls(w, fresh, refs64, settings, floor)
         tf32 = None   # the library's default
         ops = set(traced.body.get("aten_ops", []))
         if out is not None and out.dtype.is_floating_point and max(errors) > _own_error_ceiling(out.dtype, dev, ops) \
@@ -79,7 +79,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
             # float32 proper, its reference run again with TF32 off, and every candidate with it
             tf32 = {"tf32_error": max(errors)}
             w.request("precision", {"tf32": False})
-            out, second, traced, timed, errors = _reference_calls(w, fresh, refs64, settings, floor)
+            out, second, traced, timed, errors, row_errors = _reference_calls(w, fresh, refs64, settings, floor)
         # what the judge's clocks will subtract, priced before any candidate code runs here
         prices = null_prices.trusted(w, fresh, settings, w.max_blob_bytes, dev.type == "cuda",
                                      reps=len(timed.body.get("times_ms") or ()),
@@ -96,7 +96,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
     rows = {}
     if out.dtype.is_floating_point and second is not None and second.shape == out.shape == refs64[fresh[0]].shape:
-        rows = {fresh[0]: metrics.row_errors(out, refs64[fresh[0]]), fresh[1]: metrics.row_errors(second, refs64[fresh[1]])}
+        rows = {fresh[0]: row_errors[0], fresh[1]: row_errors[1]}
     if out.dtype.is_floating_point and max(errors) > _own_error_ceiling(out.dtype, dev, ops, tf32 is None):
         also = f" (with cuDNN's TF32 on: {tf32['tf32_error']:.3g})" if tf32 else ""
         raise HarnessError(f"{name}: the reference implementation itself misses its float64 result by {max(errors):.3g} "
@@ -113,15 +113,17 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
 
 def _reference_calls(w, fresh, refs64, settings: Settings, floor: float) -> tuple:
     """The reference's two traced calls and its timing in its worker: (the two outputs, the second
-    call's message, the timing's message, the two outputs' errors against float64)."""
+    call's message, the timing's message, the two outputs' errors against float64 and their row
+    errors, from one pass over each)."""
     out = _decode_output(w.request("call", {"set": fresh[0], "trace": True}))
     traced = w.request("call", {"set": fresh[1], "trace": True})
     timed = w.request("time", _time_body(fresh, settings, null_reps=0))
     second = _decode_output(traced)
     if out is None or second is None:
-        return out, second, traced, timed, [math.inf]
-    return out, second, traced, timed, [metrics.rel_error(out, refs64[fresh[0]], floor),
-                                metrics.rel_error(second, refs64[fresh[1]], floor)]
+        return out, second, traced, timed, [math.inf], [None, None]
+    (e1, rows1), (e2, rows2) = (metrics.error_and_rows(out, refs64[fresh[0]], floor),
+                                metrics.error_and_rows(second, refs64[fresh[1]], floor))
+    return out, second, traced, timed, [e1, e2], [rows1, rows2]
 
 
 # cuDNN runs float32 convolutions in TF32 unless told not to (torch.backends.cudnn.allow_tf32, on by

@@ -1,0 +1,85 @@
+"""What the judge's comparisons of a big output cost in a vet: an elementwise problem of N
+elements (float32), its own Model as the candidate with the library allowed, vetted through the API
+on DEVICE. One JSON line per vet: the phases, and the seconds and passes of the judge's comparisons
+of outputs against their float64 references (metrics.compare, rel_error, row_errors, _sliced_norms).
+Run it from two checkouts in turn, VETS times each, to compare them on one machine.
+Usage: PYTHONPATH=src python bench/diagnostics/compare_cost.py OUT.jsonl [N] [VETS] [DEVICE]
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from kernelvet import metrics, vet
+
+PROBLEM = """import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 0.5
+
+
+def get_inputs():
+    return [torch.randn({rows}, 4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _timed(spent: dict, name: str) -> None:
+    fn = getattr(metrics, name, None)
+    if fn is None:   # a checkout without it
+        return
+
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        t0 = time.monotonic()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[name][0] += time.monotonic() - t0
+            spent[name][1] += 1
+    setattr(metrics, name, wrapper)
+
+
+def main(argv: list[str]) -> int:
+    out = argv[0]
+    n = int(argv[1]) if len(argv) > 1 else 1 << 26
+    vets = int(argv[2]) if len(argv) > 2 else 3
+    device = argv[3] if len(argv) > 3 else "cpu"
+    spent: dict = collections.defaultdict(lambda: [0.0, 0])
+    for name in ("_compare", "rel_error", "row_errors", "_sliced_norms"):
+        _timed(spent, name)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as work:
+        path, cand = os.path.join(work, "problem.py"), os.path.join(work, "candidate.py")
+        text = PROBLEM.format(rows=max(n // 4096, 1))
+        with open(path, "w") as fh:
+            fh.write(text)
+        with open(cand, "w") as fh:
+            fh.write(text + "\n\nclass ModelNew(Model):\n    pass\n")
+        for _ in range(vets):
+            spent.clear()
+            t0 = time.monotonic()
+            report = vet(cand, path, device=device, allow=["library-call"])
+            line = {"commit": commit, "elements": n, "device": device, "verdict": str(report.verdict),
+                    "wall_s": round(time.monotonic() - t0, 3), "phases_s": dict(report.phases_s),
+                    "comparisons": {k: [round(t, 3), c] for k, (t, c) in spent.items()}}
+            print(json.dumps(line), flush=True)
+            with open(out, "a") as fh:
+                fh.write(json.dumps(line) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
