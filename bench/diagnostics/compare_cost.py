@@ -2,7 +2,10 @@
 elements (float32), its own Model as the candidate with the library allowed, vetted through the API
 on DEVICE. One JSON line per vet: the phases, and the seconds and passes of the judge's comparisons
 of outputs against their float64 references (metrics.compare, rel_error, row_errors, _sliced_norms).
-Run it from two checkouts in turn, VETS times each, to compare them on one machine.
+Run it from two checkouts in turn, VETS times each, to compare them on one machine. First, one
+line of the comparisons alone on an output of N elements where the output lives (DEVICE) and its
+reference on the host, median of 5: the passes the checks made of one output before metrics.compare
+(its error, with the floor, by rows) and the one pass now.
 Usage: PYTHONPATH=src python bench/diagnostics/compare_cost.py OUT.jsonl [N] [VETS] [DEVICE]
 """
 from __future__ import annotations
@@ -52,11 +55,38 @@ def _timed(spent: dict, name: str) -> None:
     setattr(metrics, name, wrapper)
 
 
+def _median_s(fn, times: int = 5) -> float:
+    runs = []
+    for _ in range(times):
+        t0 = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t0)
+    return round(sorted(runs)[times // 2], 4)
+
+
+def direct(n: int, device: str) -> dict:
+    import torch
+    torch.manual_seed(0)
+    ref = torch.randn(max(n // 4096, 1), 4096, dtype=torch.float64)
+    out = (ref + 1e-6 * torch.randn_like(ref)).float().to(device)
+    three = _median_s(lambda: (metrics.rel_error(out, ref), metrics.rel_error(out, ref, 1.0),
+                               metrics.row_errors(out, ref)))
+    return {"direct": True, "elements": n, "device": device, "three_passes_s": three,
+            "compare_rows_s": _median_s(lambda: metrics.compare_rows(out, ref)),
+            "rel_error_s": _median_s(lambda: metrics.rel_error(out, ref)),
+            "compare_s": _median_s(lambda: metrics.compare(out, ref))}
+
+
 def main(argv: list[str]) -> int:
     out = argv[0]
     n = int(argv[1]) if len(argv) > 1 else 1 << 26
     vets = int(argv[2]) if len(argv) > 2 else 3
     device = argv[3] if len(argv) > 3 else "cpu"
+    if hasattr(metrics, "compare_rows"):
+        line = direct(n, device)
+        print(json.dumps(line), flush=True)
+        with open(out, "a") as fh:
+            fh.write(json.dumps(line) + "\n")
     spent: dict = collections.defaultdict(lambda: [0.0, 0])
     for name in ("_compare", "rel_error", "row_errors", "_sliced_norms"):
         _timed(spent, name)

@@ -134,7 +134,7 @@ class Comparison:
     `row_errors` read of them: a big problem's output judged on the host costs seconds a pass, and
     the checks ask for its error with and without the floor, and row by row."""
 
-    diff: float          # ||out - ref||; inf where out has a non-finite value
+    diff: float          # ||out - ref||; not finite where out has a non-finite value
     ref_norm: float      # ||ref|| (finite: `compare` applies to finite references only)
     rows: tuple[torch.Tensor, torch.Tensor] | None = None   # per row (as_rows): ||out_i - ref_i||, ||ref_i||
 
@@ -160,9 +160,11 @@ def _compare(out: torch.Tensor, ref64: torch.Tensor, rows: bool) -> Comparison |
     row_parts: list[tuple[torch.Tensor, torch.Tensor]] = []
     for o, r in _slice_pairs(o_all, r_all, unit):
         r = r.to(torch.float64)
-        # a NaN (or an infinity) in the output is infinitely far from a finite reference value
-        d = torch.nan_to_num(o.to(torch.float64) - r, nan=math.inf, posinf=math.inf, neginf=math.inf)
-        if rows:
+        d = o.to(torch.float64) - r
+        if rows:   # a NaN in an output row is infinitely far from its finite reference row (a NaN
+            # norm would compare as within any bound); the whole norm needs no mapping: NaN or
+            # inf, it is not finite, which rel_error_of reads as inf
+            d = torch.nan_to_num(d, nan=math.inf, posinf=math.inf, neginf=math.inf)
             row_parts.append((torch.linalg.vector_norm(d, dim=1), torch.linalg.vector_norm(r, dim=1)))
         else:
             diff_sq += torch.linalg.vector_norm(d).item() ** 2
