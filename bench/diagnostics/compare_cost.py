@@ -82,15 +82,15 @@ def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 1 << 26
     vets = int(argv[2]) if len(argv) > 2 else 3
     device = argv[3] if len(argv) > 3 else "cpu"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     if hasattr(metrics, "compare_rows"):
-        line = direct(n, device)
+        line = {"commit": commit, **direct(n, device)}
         print(json.dumps(line), flush=True)
         with open(out, "a") as fh:
             fh.write(json.dumps(line) + "\n")
     spent: dict = collections.defaultdict(lambda: [0.0, 0])
     for name in ("_compare", "rel_error", "row_errors", "_sliced_norms"):
         _timed(spent, name)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as work:
         path, cand = os.path.join(work, "problem.py"), os.path.join(work, "candidate.py")
         text = PROBLEM.format(rows=max(n // 4096, 1))
