@@ -10,8 +10,6 @@ Usage: PYTHONPATH=src python bench/diagnostics/compare_cost.py OUT.jsonl [N] [VE
 """
 from __future__ import annotations
 
-import collections
-import functools
 import json
 import os
 import subprocess
@@ -19,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from kernelbench_phases import CALLS, SPENT, _timed   # its neighbour here (on sys.path as the script's folder)
 from kernelvet import metrics, vet
 
 PROBLEM = """import torch
@@ -39,20 +38,10 @@ def get_init_inputs():
 """
 
 
-def _timed(spent: dict, name: str) -> None:
-    fn = getattr(metrics, name, None)
-    if fn is None:   # a checkout without it
-        return
-
-    @functools.wraps(fn)
-    def wrapper(*a, **k):
-        t0 = time.monotonic()
-        try:
-            return fn(*a, **k)
-        finally:
-            spent[name][0] += time.monotonic() - t0
-            spent[name][1] += 1
-    setattr(metrics, name, wrapper)
+def _emit(out: str, line: dict) -> None:
+    print(json.dumps(line), flush=True)
+    with open(out, "a") as fh:
+        fh.write(json.dumps(line) + "\n")
 
 
 def _median_s(fn, times: int = 5) -> float:
@@ -84,13 +73,10 @@ def main(argv: list[str]) -> int:
     device = argv[3] if len(argv) > 3 else "cpu"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     if hasattr(metrics, "compare_rows"):
-        line = {"commit": commit, **direct(n, device)}
-        print(json.dumps(line), flush=True)
-        with open(out, "a") as fh:
-            fh.write(json.dumps(line) + "\n")
-    spent: dict = collections.defaultdict(lambda: [0.0, 0])
+        _emit(out, {"commit": commit, **direct(n, device)})
     for name in ("_compare", "rel_error", "row_errors", "_sliced_norms"):
-        _timed(spent, name)
+        if hasattr(metrics, name):   # a checkout without it
+            _timed(metrics, name)
     with tempfile.TemporaryDirectory() as work:
         path, cand = os.path.join(work, "problem.py"), os.path.join(work, "candidate.py")
         text = PROBLEM.format(rows=max(n // 4096, 1))
@@ -99,15 +85,13 @@ def main(argv: list[str]) -> int:
         with open(cand, "w") as fh:
             fh.write(text + "\n\nclass ModelNew(Model):\n    pass\n")
         for _ in range(vets):
-            spent.clear()
+            SPENT.clear()
+            CALLS.clear()
             t0 = time.monotonic()
             report = vet(cand, path, device=device, allow=["library-call"])
-            line = {"commit": commit, "elements": n, "device": device, "verdict": str(report.verdict),
-                    "wall_s": round(time.monotonic() - t0, 3), "phases_s": dict(report.phases_s),
-                    "comparisons": {k: [round(t, 3), c] for k, (t, c) in spent.items()}}
-            print(json.dumps(line), flush=True)
-            with open(out, "a") as fh:
-                fh.write(json.dumps(line) + "\n")
+            _emit(out, {"commit": commit, "elements": n, "device": device, "verdict": str(report.verdict),
+                        "wall_s": round(time.monotonic() - t0, 3), "phases_s": dict(report.phases_s),
+                        "comparisons": {k: [round(t, 3), CALLS[k]] for k, t in SPENT.items()}})
     return 0
 
 

@@ -387,6 +387,7 @@ class WorkerHandle:
             self._lend_ok = self._probe_lending()
             if not self._lend_ok:
                 return None
+            self._give_back()   # the probe's buffers, freed: not to be carved by this request's loan
         try:
             return lending.JudgeLoan.make(torch.device(self.device), tensors, rooms, self.room_bytes)
         except (devshare.DeviceShareError, torch.OutOfMemoryError):
@@ -428,8 +429,6 @@ class WorkerHandle:
         if max_blob_bytes is None:
             max_blob_bytes = self.max_blob_bytes
         t0 = time.monotonic()
-        if type_ is not None:
-            self._give_back()   # what the judge freed since, the loan's probe included
         ended = None   # how the worker ended in this request ("": read from its exit)
         try:
             if type_ is not None:
