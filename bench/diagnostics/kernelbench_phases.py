@@ -56,7 +56,8 @@ def _wrap_all() -> None:
     _timed(reference, "_encode_set", "_encode_set (reference)")
     _timed(spawn.WorkerHandle, "request")
     # the comparisons, and an output's move to where they are made (a big problem's: the host)
-    for name in ("rel_error", "row_errors", "ulp_stats", "poison_count", "same_bits", "rel_distance"):
+    for name in ("compare", "compare_rows", "rel_error", "row_errors", "ulp_stats", "poison_count", "same_bits",
+                 "rel_distance", "bitwise_differences"):
         _timed(metrics, name, f"metrics.{name}")
     _timed(evidence.Evidence, "add_call", "Evidence.add_call (the move, a lean vet's comparisons)")
     _timed(compact, "settle", "compact.settle (a lean vet's comparisons)")
