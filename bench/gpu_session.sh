@@ -108,6 +108,7 @@ case "${1:-bench}" in
     # SIGINT, then the pool's own stop of its judge (up to 20 s), then SIGKILL
     ( sleep "${4:-560}"; kill -INT -- -"$pid" 2>/dev/null; sleep 25; kill -KILL -- -"$pid" 2>/dev/null ) & timer=$!
     wait "$pid"; echo "sweep exit $? after $((SECONDS - START)) s"; kill "$timer" "$sampler" 2>/dev/null
+    stop_leftovers; wait_for_free_device   # a judge the stop left behind holds device memory the next step needs
     python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "$2" --table-only > /dev/null 2>&1
     tail -30 "$OUT/sweep/sweep.md" ;;
   short)

@@ -495,6 +495,9 @@ def test_a_float32_reference_that_convolves_on_cuda_is_held_to_tf32s_ceiling_not
     assert _own_error_ceiling(torch.float32, cpu, conv) == pytest.approx(5e-4)   # the CPU convolves in float32
     assert _own_error_ceiling(torch.float32, cuda, {"aten::mm"}) == pytest.approx(5e-4)   # matmul TF32 is off by default
     assert _own_error_ceiling(torch.bfloat16, cuda, conv) == pytest.approx(0.1)
+    for rnn in ({"aten::gru.input"}, {"aten::lstm.input"}, {"aten::_cudnn_rnn"}):   # cuDNN's recurrences: TF32 too
+        assert _own_error_ceiling(torch.float32, cuda, rnn) == pytest.approx(1e-2)
+        assert _own_error_ceiling(torch.float32, cpu, rnn) == pytest.approx(5e-4)
 
 
 def _launched_twice(second_apart: float, reference_repeat_mismatches: int, timed_mismatches: int = 0):

@@ -15,8 +15,9 @@ has another; else it is an `error` record saying how the judge died. A device is
 pool when its fresh judge does not start, when its judges die in vets of `max_deaths` problems in
 a row with no vet finished between (deaths in one problem's vets count once: a problem too big
 for the host kills every candidate's judge, a broken device every problem's), when its device no
-longer computes (the judge's probe after a harness failure), or when its vets fail in the harness
-`max_harness` times in a row (workers that keep dying). The jobs it held then (the one in flight,
+longer computes (the judge's probe after a harness failure), or when vets of `max_harness` problems
+in a row fail in the harness (workers that keep dying; one problem's failures count once, as its
+deaths do). The jobs it held then (the one in flight,
 the held run of harness failures) are vetted again on another device, once, the reason in each
 record's `retried`; a job whose second device is taken out too, or that no device is left to
 take, gets an `error` record that says why. Nothing is lost and nothing written twice: a record
@@ -411,10 +412,13 @@ class PoolEngine:
                 record = dataclasses.replace(Record.from_json(reply), slot=slot.name, retried=task.retried)
                 if record.fault == "harness" and task.retried is None:
                     held.append((task, record))
-                    if len(held) >= self.max_harness:
+                    # one problem's failures count once: a problem its own reference fails (ill-conditioned,
+                    # too big) fails every candidate's vet; a device that fails them all, every problem's
+                    problems = len({t.job.problem for t, _ in held})
+                    if problems >= self.max_harness:
                         task = None
-                        raise JudgeGone(f"{len(held)} vets in a row on {slot.name} failed in the harness "
-                                    f"(last: {record.error or record.failed})")
+                        raise JudgeGone(f"vets of {problems} problems in a row on {slot.name} failed in the harness "
+                                        f"(last: {record.error or record.failed})")
                 elif record.fault == "harness":   # a second vet's failure is final; the run goes on
                     landed.put(record)
                 else:
