@@ -18,6 +18,9 @@
 #                                  written so far stays; the same folder resumes it (RESUME=DIR: a
 #                                  part's folder carried from here, copied in first)
 #                                  and the host's and device's memory every 2 s in $OUT/mem.log
+#   bench/gpu_session.sh phases SPECS [BUDGET_S [SECONDS]]   bench/diagnostics/kernelbench_phases.py
+#                                  (where a big vet's time goes: the judge's steps timed) into
+#                                  $OUT/phases.jsonl, stopped after SECONDS (its vet under way recorded)
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
@@ -111,6 +114,12 @@ case "${1:-bench}" in
     stop_leftovers; wait_for_free_device   # a judge the stop left behind holds device memory the next step needs
     python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "$2" --table-only > /dev/null 2>&1
     tail -30 "$OUT/sweep/sweep.md" ;;
+  phases)
+    # bench/diagnostics/kernelbench_phases.py for SPECS (e.g. 44:allowed), after any leftover judge
+    # has let the device go: where a big vet's time goes, step by step
+    timeout "${4:-$(left 0)}" python3 bench/diagnostics/kernelbench_phases.py "$OUT/phases.jsonl" "${2:?specs}" "${3:-60}" \
+      > "$OUT/phases.log" 2>&1
+    echo "phases exit $? after $((SECONDS - START)) s"; tail -c 3000 "$OUT/phases.jsonl" ;;
   short)
     timeout "$(left 170)" python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
