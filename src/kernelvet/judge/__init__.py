@@ -4,10 +4,10 @@ It never imports candidate code. It drives a worker through a fixed plan of requ
 what comes back as evidence, and lets the checks decide. The plan, in order:
 
   reference: load -> inputs -> two traced calls -> timing (then dropped, its memory overwritten)
-  candidate: load -> inputs -> warm-up (traced) -> fresh set A -> A again after empty_cache
-  (determinism) -> fresh sets B, C -> A overwritten in place (caching) -> ordering probe (CUDA)
-  -> kernel audit (CUDA, when the library policy is own-kernels: it decides on the audit's trace, so a
-  library call in disguise is rejected before it is timed)
+  candidate: load -> inputs -> warm-up (traced) -> fresh set A -> kernel audit on A (CUDA, when
+  the library policy is own-kernels: it decides on the audit's trace, so a library call in disguise
+  is rejected after one fresh output) -> A again after empty_cache (determinism) -> fresh sets B, C
+  -> A overwritten in place (caching) -> ordering probe (CUDA)
   -> timing on A, B, C (rotating, L2 flushed, outputs verified; bracketed by the judge's clocks,
   and the same request with a null call) -> each unseen set timed once, in a request of its own
   that carries it, paired with a seen rep (again on newly drawn sets where the pairs say

@@ -150,6 +150,11 @@ class Plan:
             return False
         a = fresh[0]
         self.call("fresh", a, deep_paint=True)
+        if _policy_needs_trace(ev):   # the library policy decides on the audit's trace: a library call
+            self.audit(a)             # in disguise costs one fresh output's comparisons, not five, nor timing
+            if self.stop_if_failed("the kernel audit"):
+                phases["checks"] = time.monotonic() - t0
+                return False
         if CheckId.DETERMINISM in on:
             w.request("release", {"empty_cache": True})
             self.call("determinism", a, deep_paint=True)
@@ -167,11 +172,6 @@ class Plan:
         if self.stop_if_failed("the checked calls"):
             phases["checks"] = time.monotonic() - t0
             return False
-        if _policy_needs_trace(ev):   # before timing: a library call in disguise costs no timing
-            self.audit()
-            if self.stop_if_failed("the kernel audit"):
-                phases["checks"] = time.monotonic() - t0
-                return False
         if ev.device.type == "cuda" and CheckId.STREAMS in on:
             self.clocks_next()
             t1 = time.monotonic()
@@ -360,15 +360,17 @@ class Plan:
         body = _time_body(self.fresh, settings, budget_ms=settings.budget_ms / 2, null_reps=null_reps)
         return self.clocked_time(body)
 
-    def audit(self) -> None:
-        """One call under the profiler (CUDA), with the binaries the candidate's builds loaded; the
-        judge reads their kernel symbols itself (checks/attribution.py)."""
-        ev, fresh = self.ev, self.fresh
+    def audit(self, set_id=None) -> None:
+        """One call under the profiler (CUDA) on a set the worker holds (the last fresh one unless
+        given), with the binaries the candidate's builds loaded; the judge reads their kernel
+        symbols itself (checks/attribution.py)."""
+        ev = self.ev
+        set_id = self.fresh[-1] if set_id is None else set_id
         t0 = time.monotonic()
         policy = ev.library_policy
-        body = {"set": fresh[-1], "sleep_ms": _gate_ms(ev), "own": True,
+        body = {"set": set_id, "sleep_ms": _gate_ms(ev), "own": True,
                 "ops": bool(policy and policy.needs_trace and policy.allowed_ops)}
-        msg = self.record("audit", fresh[-1], self.w.request(
+        msg = self.record("audit", set_id, self.w.request(
             "audit", body, max_blob_bytes=self.max_blob + attribution.MAX_BINARY_BYTES))
         ev.audit = {**trace.expand(msg.body), "binaries": msg.body.get("binaries") or []}
         ev.own_kernels = attribution.own_symbols(codec.from_blob(b).numpy().tobytes() for b in msg.tensors)
