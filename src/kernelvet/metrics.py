@@ -185,7 +185,7 @@ def _compared_on(out: torch.Tensor, ref64: torch.Tensor) -> torch.device:
     """Where a pass over an output and its reference runs: on the output's device where the output
     is on an accelerator and its reference on the host (a big problem judged on the host, the output
     in the buffer the judge lent for it: the reference crosses a chunk at a time, and the float64
-    arithmetic over gigabytes takes milliseconds there, seconds on the host); else the reference's."""
+    arithmetic runs on the device rather than the host's cores); else the reference's."""
     return out.device if ref64.device.type == "cpu" and out.device.type != "cpu" else ref64.device
 
 
