@@ -171,11 +171,21 @@ def test_one_pass_comparison_leaves_integer_outputs_and_non_finite_references_to
     assert metrics.compare(torch.zeros(4), torch.zeros(5, dtype=torch.float64)) is None
 
 
+def test_a_device_output_is_compared_on_its_device_against_a_host_reference():
+    """Where the pass runs: on the output's accelerator when the reference is on the host (the meta
+    device stands in for it here; the GPU test below computes there), else where the reference is."""
+    host, dev = torch.zeros(4, dtype=torch.float64), torch.zeros(4, device="meta")
+    assert metrics._compared_on(dev, host) == dev.device
+    assert metrics._compared_on(host.float(), host) == host.device
+    assert metrics._compared_on(host.float(), torch.zeros(4, dtype=torch.float64, device="meta")).type == "meta"
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_one_pass_comparison_of_a_device_output_against_a_host_reference(monkeypatch):
-    """Judged on the host, an output still on the device is moved CHUNK elements at a time, then
-    compared in host slices: the numbers of the output compared on the host whole."""
+    """Judged on the host, an output still on the device is compared there, its host reference moved
+    CHUNK elements at a time: the numbers of the output compared on the host whole, the row errors
+    on the host as the reference is."""
     monkeypatch.setattr(metrics, "CHUNK", 4099)
     for out, ref in _pairs():
         on_device = out.cuda()

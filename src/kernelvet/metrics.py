@@ -140,7 +140,7 @@ class Comparison:
 
 
 def compare(out: torch.Tensor, ref64: torch.Tensor) -> Comparison | None:
-    """The norms of `rel_error` in one pass, slice by slice where the reference is. None where the
+    """The norms of `rel_error` in one pass, slice by slice where `_compared_on` says. None where the
     pass does not apply (integer or bool outputs, shapes that differ, a reference with non-finite
     values): `rel_error` decides those itself."""
     return _compare(out, ref64, rows=False)
@@ -158,7 +158,7 @@ def _compare(out: torch.Tensor, ref64: torch.Tensor, rows: bool) -> Comparison |
     unit = r_all.shape[1] if rows else 1    # elements a slice's unit (a row, or an element) holds
     diff_sq = ref_sq = 0.0
     row_parts: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for o, r in _slice_pairs(o_all, r_all, unit):
+    for o, r in _slice_pairs(o_all, r_all, unit, _compared_on(out, ref64)):
         r = r.to(torch.float64)
         d = o.to(torch.float64) - r
         if rows:   # a NaN in an output row is infinitely far from its finite reference row (a NaN
@@ -172,8 +172,8 @@ def _compare(out: torch.Tensor, ref64: torch.Tensor, rows: bool) -> Comparison |
     by_row = None
     if rows:
         empty = torch.zeros(0, dtype=torch.float64, device=ref64.device)
-        by_row = (torch.cat([d for d, _ in row_parts]) if row_parts else empty,
-                  torch.cat([r for _, r in row_parts]) if row_parts else empty)
+        by_row = (torch.cat([d for d, _ in row_parts]).to(ref64.device) if row_parts else empty,
+                  torch.cat([r for _, r in row_parts]).to(ref64.device) if row_parts else empty)
         diff_sq = torch.linalg.vector_norm(by_row[0]).item() ** 2
         ref_sq = torch.linalg.vector_norm(by_row[1]).item() ** 2
     if not math.isfinite(ref_sq):
@@ -181,15 +181,23 @@ def _compare(out: torch.Tensor, ref64: torch.Tensor, rows: bool) -> Comparison |
     return Comparison(math.sqrt(diff_sq), math.sqrt(ref_sq), by_row)
 
 
-def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int):
-    """(out slice, reference slice) pairs over the first dimension, the output's slices on the
-    reference's device: moved there CHUNK elements at a time (one copy each, not one per slice),
-    compared in slices `_slice_for` the reference's device."""
+def _compared_on(out: torch.Tensor, ref64: torch.Tensor) -> torch.device:
+    """Where a pass over an output and its reference runs: on the output's device where the output
+    is on an accelerator and its reference on the host (a big problem judged on the host, the output
+    in the buffer the judge lent for it: the reference crosses a chunk at a time, and the float64
+    arithmetic runs on the device rather than the host's cores); else the reference's."""
+    return out.device if ref64.device.type == "cpu" and out.device.type != "cpu" else ref64.device
+
+
+def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int, at: torch.device):
+    """(out slice, reference slice) pairs over the first dimension, both on `at`: the side that is
+    elsewhere moved there CHUNK elements at a time (one copy each, not one per slice), compared in
+    slices `_slice_for` `at`."""
     n = r_all.shape[0]
-    step = _slice_for(r_all, unit)
+    step = _slice_for(o_all if o_all.device == at else r_all, unit)
     outer = n if o_all.device == r_all.device else step * max(1, CHUNK // (step * max(unit, 1)))
     for osl in _slices(n, outer):
-        o_part, r_part = o_all[osl].to(r_all.device), r_all[osl]
+        o_part, r_part = o_all[osl].to(at), r_all[osl].to(at)
         for sl in _slices(r_part.shape[0], step):
             yield o_part[sl], r_part[sl]
 
