@@ -646,3 +646,17 @@ def test_kernelbench_activations_keep_their_sets_on_an_h200_when_references_are_
     assert fp.host_terms["judge fresh inputs (identity)"] == 3 * size.input_bytes   # compared on the host
     assert sizes.with_sets_on_device(size, hold, device, host, rows=lambda: 1) == hold
     assert sizes.with_sets_on_device(size, hold, device, host) == hold
+
+
+def test_a_memory_note_is_for_cuda_devices_only():
+    # the line that says the judge ran out of a device's memory names what the device held; a host
+    # has no such account
+    assert sizes.device_memory_note("cpu") == ""
+
+
+@pytest.mark.gpu
+def test_a_cuda_memory_note_names_the_judges_share_and_the_free_memory():
+    torch.zeros(1 << 20, device="cuda")
+    note = sizes.device_memory_note("cuda")
+    assert re.fullmatch(r"the judge held [\d.]+ [MG]iB \([\d.]+ [MG]iB reserved\), the device [\d.]+ [MG]iB "
+                        r"free of [\d.]+ GiB", note), note

@@ -246,9 +246,10 @@ def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> t
                 out = outputs.pack(m64(*args), torch.float64)
     except Exception as exc:  # noqa: BLE001 - the problem's own failure, reported against its file
         if sizes.is_out_of_memory(exc):   # the machine's limit, not a mistake in the file
+            held = sizes.device_memory_note(device)
             raise UsageError(f"{os.path.basename(where)}: the float64 reference (Model.forward) ran out of memory on "
-                             f"{device} ({type(exc).__name__}); this machine has too little memory for the "
-                             "problem's sizes") from None
+                             f"{device} ({type(exc).__name__}{': ' + held if held else ''}); this machine has too "
+                             "little memory for the problem's sizes") from None
         at = kernelbench.at(where, kernelbench.user_line(exc, where))
         raise ProblemError(f"{at}: the reference Model.forward failed on its own inputs: "
                            f"{type(exc).__name__}: {exc}") from None

@@ -124,6 +124,22 @@ def is_out_of_memory(exc: BaseException) -> bool:
                                               and ("not enough memory" in text or "can't allocate memory" in text))
 
 
+def device_memory_note(device) -> str:
+    """What a CUDA device held when the judge ran out of its memory, for the one line that says so:
+    the judge's own tensors and its allocator's cache, and what the device had free (the rest is
+    other processes': the worker's sets and outputs). Empty for any other device."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_initialized():
+        return ""
+    try:
+        free, total = torch.cuda.mem_get_info(dev)
+        held, cached = torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
+    except RuntimeError:
+        return ""
+    return (f"the judge held {_gib(held)} ({_gib(cached)} reserved), the device {_gib(free)} free "
+            f"of {_gib(total)}")
+
+
 # -- what a vet holds, and where -------------------------------------------------------------
 #
 # The plan (judge.py) draws these input sets: the warm-up's, `fresh` checked sets, the overwrite's
