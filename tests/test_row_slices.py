@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from kernelvet import sizes, vet
-from kernelvet.errors import ProblemError
+from kernelvet.errors import ProblemError, ReferenceOutOfMemory, UsageError
+from kernelvet.judge import api
 from kernelvet.judge.row_slices import batch_rows, reference64_in_slices
 from kernelvet.problem import load_problem, reference64
 from kernelvet.report import Verdict
@@ -141,3 +142,56 @@ def test_a_cuda_vet_with_references_in_slices_judges_on_the_host(tmp_path, monke
                  prepare_next=False)
     assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
     assert report.device["judged_on"] == "cpu"
+
+
+def _out_of_memory_above(rows: int, monkeypatch):
+    """row_slices' float64 forward, failing as a device out of memory does for more than `rows`
+    rows; the row counts it was asked for, in order."""
+    from kernelvet.judge import row_slices
+    asked, forward = [], row_slices._forward64
+
+    def limited(m64, part, device, where):
+        n = part[0].shape[0]
+        asked.append(n)
+        if n > rows:
+            raise ReferenceOutOfMemory(f"{where}: the float64 reference (Model.forward) ran out of memory")
+        return forward(m64, part, device, where)
+    monkeypatch.setattr(row_slices, "_forward64", limited)
+    return asked
+
+
+def test_a_slice_out_of_memory_is_made_again_in_halves(tmp_path, monkeypatch):
+    model, x = _model(tmp_path, "return torch.relu(xs[0]) * 2")
+    whole = reference64(model, x, CPU)
+    asked = _out_of_memory_above(2, monkeypatch)
+    sliced = reference64_in_slices(model, x, CPU, 2, CPU, None)
+    assert asked == [3, 2, 2, 2] and torch.equal(sliced, whole)
+
+
+def test_a_row_out_of_memory_is_the_machines_limit(tmp_path, monkeypatch):
+    model, x = _model(tmp_path, "return torch.relu(xs[0]) * 2")
+    asked = _out_of_memory_above(0, monkeypatch)
+    with pytest.raises(UsageError, match="ran out of memory"):
+        reference64_in_slices(model, x, CPU, 2, CPU, None)
+    assert asked == [3, 2, 1]
+
+
+def _whole_out_of_memory(monkeypatch):
+    def whole(model, inputs, device):
+        raise ReferenceOutOfMemory("p.py: the float64 reference (Model.forward) ran out of memory on cuda:0")
+    monkeypatch.setattr(api, "reference64", whole)
+
+
+def test_a_whole_reference_out_of_memory_is_made_in_slices_where_its_rows_may_be_cut(tmp_path, monkeypatch):
+    model, x = _model(tmp_path, "return self.norm(xs[0])", ctor="self.norm = nn.InstanceNorm2d(4)")
+    expected = reference64(model, x, CPU)
+    _whole_out_of_memory(monkeypatch)
+    made = api._reference_of(model, CPU, CPU, sizes.Holding(), {"a": x}, "a")
+    assert torch.allclose(made, expected, rtol=1e-12, atol=0)
+
+
+def test_a_whole_reference_out_of_memory_whose_rows_mix_says_so(tmp_path, monkeypatch):
+    model, x = _model(tmp_path, "return torch.softmax(xs[0], dim=0)", name="q.py")
+    _whole_out_of_memory(monkeypatch)
+    with pytest.raises(ReferenceOutOfMemory, match="p.py: the float64 reference .* ran out of memory on cuda:0"):
+        api._reference_of(model, CPU, CPU, sizes.Holding(), {"a": x}, "a")

@@ -11,6 +11,12 @@ class UsageError(Exception):
     """
 
 
+class ReferenceOutOfMemory(UsageError):
+    """The float64 reference ran out of the memory of the machine that made it: a usage mistake
+    (a machine too small for the problem's sizes) unless a slice of fewer rows fits
+    (judge/row_slices.py makes it again in halves)."""
+
+
 class HarnessError(Exception):
     """kernelvet or the problem itself failed (not the candidate). Exit code 3, verdict `error`."""
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from . import as64, index_ties, metrics, outputs, problems, sizes
-from .errors import ProblemError, UsageError
+from .errors import ProblemError, ReferenceOutOfMemory, UsageError
 from .formats import gpumode, gpumode_tolerance, kernelbench, task_yml
 from .protocol import DTYPE_SIZES
 
@@ -247,9 +247,10 @@ def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> t
     except Exception as exc:  # noqa: BLE001 - the problem's own failure, reported against its file
         if sizes.is_out_of_memory(exc):   # the machine's limit, not a mistake in the file
             held = sizes.device_memory_note(device)
-            raise UsageError(f"{os.path.basename(where)}: the float64 reference (Model.forward) ran out of memory on "
-                             f"{device} ({type(exc).__name__}{': ' + held if held else ''}); this machine has too "
-                             "little memory for the problem's sizes") from None
+            raise ReferenceOutOfMemory(
+                f"{os.path.basename(where)}: the float64 reference (Model.forward) ran out of memory on {device} "
+                f"({type(exc).__name__}{': ' + held if held else ''}); this machine has too little memory for "
+                "the problem's sizes") from None
         at = kernelbench.at(where, kernelbench.user_line(exc, where))
         raise ProblemError(f"{at}: the reference Model.forward failed on its own inputs: "
                            f"{type(exc).__name__}: {exc}") from None

@@ -17,7 +17,7 @@ from ..checks import library_policy as policies
 from ..checks.kernel_audit import defined_kernels
 from ..checks.source_scan import forbidden_for_aten_ops, scan_source
 from ..draws import Draws
-from ..errors import HarnessError, UsageError
+from ..errors import HarnessError, ReferenceOutOfMemory, UsageError
 from ..evidence import Evidence
 from ..formats import gpumode_check, kernelbench
 from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, CheckId
@@ -444,12 +444,19 @@ class _Vet:
 
 def _reference_of(model, made_on: torch.device, judged_on: torch.device, hold: sizes.Holding, values, k):
     """The float64 reference of set `k` of `values`, made on `made_on` and kept on `judged_on`
-    (in slices of rows and in the dtype `hold` says)."""
+    (in slices of rows and in the dtype `hold` says). One planned whole that runs out of memory is
+    made in slices after all, where its rows may be cut (row_slices.py)."""
     try:
-        if hold.reference_slices > 1:
-            return reference64_in_slices(model, values[k], made_on, hold.reference_slices, judged_on,
-                                         hold.reference_dtype())
-        return _moved(reference64(model, values[k], made_on), judged_on, hold.reference_dtype())
+        slices = hold.reference_slices
+        if slices == 1:
+            try:
+                return _moved(reference64(model, values[k], made_on), judged_on, hold.reference_dtype())
+            except ReferenceOutOfMemory as exc:
+                said = str(exc)   # the rows probed below, once the failed forward's tensors are let go
+            if batch_rows(model, values[k], made_on) < 2:
+                raise ReferenceOutOfMemory(said)
+            slices = 2
+        return reference64_in_slices(model, values[k], made_on, slices, judged_on, hold.reference_dtype())
     except (UsageError, HarnessError):
         raise
     except Exception as exc:
