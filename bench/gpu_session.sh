@@ -21,6 +21,10 @@
 #   bench/gpu_session.sh phases SPECS [BUDGET_S [SECONDS]]   bench/diagnostics/kernelbench_phases.py
 #                                  (where a big vet's time goes: the judge's steps timed) into
 #                                  $OUT/phases.jsonl, stopped after SECONDS (its vet under way recorded)
+#   bench/gpu_session.sh suite [SECONDS [LOG ...]]   the whole GPU test suite over as many calls as it
+#                                  takes: every test marked gpu that no earlier part's LOG (a log this
+#                                  mode wrote, carried back) reports, verbose, into $OUT/gpu-tests.log,
+#                                  stopped by SIGINT after SECONDS (default 560) with what it reached
 #   bench/gpu_session.sh short     practice, then the GPU tests the practice matrix does not cover
 #                                  (streams at 4096^3, the audit, CUDA endings), then the latency
 #                                  rows of the bench, each given what is left of 580 s
@@ -120,6 +124,19 @@ case "${1:-bench}" in
     timeout "${4:-$(left 0)}" python3 bench/diagnostics/kernelbench_phases.py "$OUT/phases.jsonl" "${2:?specs}" "${3:-60}" \
       > "$OUT/phases.log" 2>&1
     echo "phases exit $? after $((SECONDS - START)) s"; tail -c 3000 "$OUT/phases.jsonl" ;;
+  suite)
+    # the ids of the tests marked gpu, less those an earlier part reported (PASSED, FAILED, ERROR, SKIPPED)
+    python3 -m pytest -m gpu -q -p no:cacheprovider --collect-only tests/ 2>/dev/null | grep "::" | sort > "$OUT/all-ids.txt"
+    cat "${@:3}" /dev/null | grep -oE "^tests/[^ ]+ (PASSED|FAILED|ERROR|SKIPPED)" | cut -d" " -f1 | sort -u > "$OUT/done-ids.txt"
+    comm -23 "$OUT/all-ids.txt" "$OUT/done-ids.txt" > "$OUT/ids.txt"
+    echo "$(wc -l < "$OUT/ids.txt") of $(wc -l < "$OUT/all-ids.txt") tests to run"
+    if [ -s "$OUT/ids.txt" ]; then
+      timeout -s INT "${2:-560}" python3 -m pytest -m gpu -v -p no:cacheprovider -rA --durations=20 \
+        $(cat "$OUT/ids.txt") > "$OUT/gpu-tests.log" 2>&1
+      echo "tests exit $? after $((SECONDS - START)) s"; grep -E " (FAILED|ERROR)( |$)" "$OUT/gpu-tests.log" | head -20
+      tail -1 "$OUT/gpu-tests.log"
+    fi
+    rm -f "$OUT/all-ids.txt" "$OUT/done-ids.txt" ;;
   short)
     timeout "$(left 170)" python3 -m kernelvet practice --device cuda --ablate --json "$OUT/practice-cuda.json" \
       > "$OUT/practice-cuda.txt" 2>&1
