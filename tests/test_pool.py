@@ -171,7 +171,8 @@ def test_vets_that_keep_failing_in_the_harness_take_the_device_out(tmp_path):
     assert "vets of 2 problems in a row on cpu:0 failed in the harness" in engine.out_of_pool["cpu:0"]
     assert {r.verdict for r in records} == {"pass"}                 # the held failures, vetted again on cpu:1
     assert {r.slot for r in records} == {"cpu:1"}
-    assert collections.Counter(bool(r.retried) for r in records)[True] >= 2
+    # the held run, when the second problem's failure lands: that one, and one or both of the first's
+    assert collections.Counter(bool(r.retried) for r in records)[True] in (2, 3)
 
 
 def test_one_problems_harness_failures_leave_the_device_in_the_pool(tmp_path):
