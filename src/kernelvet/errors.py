@@ -11,10 +11,22 @@ class UsageError(Exception):
     """
 
 
-class ReferenceOutOfMemory(UsageError):
+class MachineOutOfMemory(UsageError):
+    """The judge's own work for a problem (a float64 reference, an input draw) ran out of the
+    memory of the machine doing it: a machine too small for the problem's sizes."""
+
+
+class ReferenceOutOfMemory(MachineOutOfMemory):
     """The float64 reference ran out of the memory of the machine that made it: a usage mistake
     (a machine too small for the problem's sizes) unless a slice of fewer rows fits
     (judge/row_slices.py makes it again in halves)."""
+
+
+class OutOfMemoryBesideCandidate(MachineOutOfMemory):
+    """The judge ran out of memory while a candidate's worker held part of the same memory, no
+    more than the problem's plan gives it (judge/memory_beside.py): the problem does not fit this
+    machine beside this candidate. Another candidate of the problem may fit, so it says nothing
+    about them (a batch vets them on their own)."""
 
 
 class HarnessError(Exception):

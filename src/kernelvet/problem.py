@@ -233,9 +233,9 @@ def _model64(model: torch.nn.Module, device) -> torch.nn.Module:
 
 
 def _forward64(m64: torch.nn.Module, inputs: list, device: str, where: str) -> torch.Tensor:
-    args = [_to64(x, device) for x in inputs]
     rec = None
     try:
+        args = [_to64(x, device) for x in inputs]   # in float64 on the device: out of memory too, first
         with torch.no_grad(), as64.Factories64():
             out = outputs.pack(m64(*args), torch.float64)
         if isinstance(out, torch.Tensor) and not (out.is_floating_point() or out.is_complex()):
@@ -305,8 +305,8 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _to64(x, device):
     if isinstance(x, torch.Tensor):  # a copy: a reference that writes its inputs must not change them
-        x = x.to(device).clone()
-        return x.double() if x.is_floating_point() else x
+        # one allocation, in float64 where it is floating (not a copy, then its float64 copy)
+        return x.to(device=device, dtype=torch.float64 if x.is_floating_point() else x.dtype, copy=True)
     return x
 
 

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Iterable, Iterator, Protocol
 
-from ..errors import HarnessError, ProblemError, UsageError
+from ..errors import HarnessError, OutOfMemoryBesideCandidate, ProblemError, UsageError
 from ..report import Status, Verdict
 from .jobs import Job, ProblemGroup
 from .results import Record
@@ -60,6 +60,9 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
                            allow=allow, audit=options.audit, launcher=launcher, prepare_next=True,
                            reference=reference, library_policy=options.library_policy,
                            allow_ops=options.allow_ops)
+    except OutOfMemoryBesideCandidate as exc:   # this candidate's vet alone: another may fit beside the judge
+        return Record(**base, verdict="invalid", error=str(exc), fault="memory",
+                      vet_s=time.monotonic() - t0, finished_at=time.time())
     except UsageError as exc:   # the problem's, unless it names the candidate's file (as its messages do)
         whose = "candidate" if str(exc).startswith(job.candidate) else "problem"
         return Record(**base, verdict="invalid", error=str(exc), fault=whose,

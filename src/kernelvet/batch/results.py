@@ -26,7 +26,8 @@ EXIT_OF = {"pass": 0, "reject": 1, "invalid": 2, "error": 3}
 @dataclasses.dataclass(frozen=True)
 class Record:
     """One job's outcome. `failed`: (check id, summary) of every failed check; `fault` says whose
-    an `invalid` or `error` verdict is ("candidate", "problem", "harness")."""
+    an `invalid` or `error` verdict is ("candidate", "problem", "harness"; "memory": the judge ran
+    out of memory beside this candidate's worker, which held no more than its plan allows)."""
 
     id: str
     problem: str

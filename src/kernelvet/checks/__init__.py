@@ -5,6 +5,9 @@ A waived check still runs where it has evidence; its finding is recorded as `wai
 
 from __future__ import annotations
 
+import torch
+
+from ..errors import MachineOutOfMemory
 from ..ids import ALL_CHECKS, CheckId
 from ..report import Finding, Status
 from . import (aliasing, caching, determinism, global_state, identity, inputs_unchanged, kernel_audit, library_call,
@@ -40,6 +43,8 @@ CHEAP_FIRST = tuple(c for c in ALL_CHECKS if c not in AGAINST_REFERENCES) + AGAI
 def evaluate(cid: CheckId, ev, waived=frozenset()) -> Finding:
     try:
         f = REGISTRY[cid](ev)
+    except (MachineOutOfMemory, torch.OutOfMemoryError):   # the judge's memory, not the check: the vet decides
+        raise
     except Exception as exc:  # a bug in a check is a harness error, never a silent pass
         f = Finding(cid, Status.ERROR, f"the check itself failed: {type(exc).__name__}: {exc}")
     if cid in waived:

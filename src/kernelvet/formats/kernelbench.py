@@ -15,7 +15,7 @@ import tokenize
 import traceback
 import types
 
-from ..errors import UsageError
+from ..errors import MachineOutOfMemory, UsageError
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 CANDIDATE_ENTRIES = ("ModelNew", "kernel")
@@ -180,7 +180,7 @@ def call_user(fn, path: str, what: str):
         return fn()
     except (Exception, SystemExit) as exc:
         if _out_of_memory(exc):   # the machine's limit, not a mistake in the file
-            raise UsageError(f"{os.path.basename(path)}: {what} ran out of memory ({type(exc).__name__}); "
+            raise MachineOutOfMemory(f"{os.path.basename(path)}: {what} ran out of memory ({type(exc).__name__}); "
                              "this machine has too little memory for the problem's sizes") from None
         raise UsageError(f"{at(path, user_line(exc, path))}: {what} failed: {type(exc).__name__}: {exc}") from None
 

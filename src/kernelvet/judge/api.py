@@ -17,7 +17,7 @@ from ..checks import library_policy as policies
 from ..checks.kernel_audit import defined_kernels
 from ..checks.source_scan import forbidden_for_aten_ops, scan_source
 from ..draws import Draws
-from ..errors import HarnessError, ReferenceOutOfMemory, UsageError
+from ..errors import HarnessError, MachineOutOfMemory, ReferenceOutOfMemory, UsageError
 from ..evidence import Evidence
 from ..formats import gpumode_check, kernelbench
 from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, CheckId
@@ -26,7 +26,7 @@ from ..refcache import PerVet, ReferenceCache, SharedReference, locked_draw, own
 from ..report import Report, Status, Timing, verdict_of
 from .assembly import _judge_least_ms, _mark_not_run, _vouched_times
 from .bodies import _load_body
-from . import own_error
+from . import memory_beside, own_error
 from .lean import _moved
 from .placement import _judged_on, draws_on, needs_a_gpu
 from .plan import Plan
@@ -382,20 +382,32 @@ class _Vet:
                        waived=waived, audit_mode=audit, phases=self.phases,
                        before_clocks=self._spare_ready if early else None)
         try:
-            self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
-        except spawn.JudgeOverran as exc:
-            raise UsageError(f"{self.prob.path or self.prob.name}: the problem itself ran out of time: the judge's "
-                             f"own work on the candidate's outputs (comparing them with the float64 references) "
-                             f"took longer than the --timeout of {self.timeout:g} s (not the candidate's doing; "
-                             "raise --timeout or shrink the problem)") from None
-        self.phases["candidate"] = time.monotonic() - t0
+            try:
+                self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
+            except spawn.JudgeOverran as exc:
+                raise UsageError(f"{self.prob.path or self.prob.name}: the problem itself ran out of time: the "
+                                 f"judge's own work on the candidate's outputs (comparing them with the float64 "
+                                 f"references) took longer than the --timeout of {self.timeout:g} s (not the "
+                                 "candidate's doing; raise --timeout or shrink the problem)") from None
+            self.phases["candidate"] = time.monotonic() - t0
+            self.findings = self._findings(waived)
+        except (MachineOutOfMemory, torch.OutOfMemoryError) as exc:   # the judge's, beside the candidate's worker
+            ev.worker_end = memory_beside.whose(exc, self.dev, self.size, self.hold)   # else raised: exit 2
+            self.output = self.w.output()
+            self.w.kill()   # rejected: its memory back to the judge, for the checks' references
+            memory_beside.wait_for_release(self.dev, memory_beside.planned_share(self.size, self.hold))
+            self.phases["candidate"] = time.monotonic() - t0
+            self.findings = self._findings(waived)
+
+    def _findings(self, waived) -> tuple:
         # Before the worker ends and the next one starts: judged on the host, the checks' last
         # arithmetic ran ~0.4 s slower beside a spare's start-up on the H200 (CPU threads contended).
-        t0 = time.monotonic()
+        ev, t0 = self.ev, time.monotonic()
         if self.prob.spec.get("kind") == "gpumode":   # the task's own checker: evidence beside precision only
             ev.task_check = gpumode_check.own_check(self.prob.module, self.prob.spec["skeleton"], ev)
-        self.findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
+        findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
         self.phases["findings"] = time.monotonic() - t0
+        return findings
 
     def _spare_ready(self) -> None:
         t0 = time.monotonic()
@@ -460,6 +472,9 @@ def _reference_of(model, made_on: torch.device, judged_on: torch.device, hold: s
     except (UsageError, HarnessError):
         raise
     except Exception as exc:
+        if sizes.is_out_of_memory(exc):   # beside the forward: moving it, keeping it (the machine's limit)
+            raise ReferenceOutOfMemory(f"the float64 reference ran out of memory on {made_on} while kept on "
+                                       f"{judged_on} ({type(exc).__name__}: {sizes.device_memory_note(made_on)})") from None
         raise HarnessError(f"the reference failed on its own inputs: {type(exc).__name__}: {exc}") from None
 
 

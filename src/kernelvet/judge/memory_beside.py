@@ -1,0 +1,83 @@
+"""The judge out of device memory while a candidate's worker holds part of the device: whose doing.
+
+The judge and the worker share one device. The judge's float64 references, its draws and its
+comparisons need memory while the candidate's worker holds its sets and outputs; a candidate that
+takes the rest (and keeps it in its allocator's cache, which it controls) would turn the judge's
+out-of-memory into an exit 2 blamed on the problem, in place of the verdict its outputs earn, and
+in a batch into the same record for every later candidate of the problem.
+
+So the candidate's side is bounded: the problem's plan (sizes.footprint) gives the worker its
+sets, copies, outputs, weights and flush buffer; its scratch and its allocator's cache are not
+counted, hence a margin. What the side holds is the device's account, not the worker's word: the
+device's memory in use, less what the judge's allocator holds and a CUDA context of the judge's
+own (any process the worker started counts on its side). Beyond the margin, the candidate's: the
+`worker` check fails with both numbers. Within it, the problem does not fit this device beside
+this candidate: exit 2 for this candidate alone (errors.OutOfMemoryBesideCandidate).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import sizes
+from ..errors import OutOfMemoryBesideCandidate, UsageError
+
+_gib = sizes._gib
+
+MARGIN = 1.25             # the plan's worker share, times this ...
+SLACK = 2 << 30           # ... plus this: a candidate's own scratch and cache, unplanned
+JUDGE_CONTEXT = 1 << 30   # the judge's CUDA context and libraries' workspaces, beside its allocator
+
+
+def candidate_side(device) -> int | None:
+    """Bytes of `device` held by processes other than the judge, by the device's account; None
+    where the judge has no CUDA context on it (a CPU vet, a judge that never touched the device)."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_initialized():
+        return None
+    try:
+        free, total = torch.cuda.mem_get_info(dev)
+        judge = torch.cuda.memory_reserved(dev)
+    except RuntimeError:
+        return None
+    return max(0, total - free - judge - JUDGE_CONTEXT)
+
+
+def planned_share(size: sizes.ProblemSize, hold: sizes.Holding) -> int:
+    """What the problem's plan gives the worker on the device, in bytes."""
+    terms = sizes.footprint(size, hold).device_terms
+    return sum(v for k, v in terms.items() if k.startswith("worker "))
+
+
+def allowed(planned: int) -> int:
+    return int(MARGIN * planned) + SLACK
+
+
+def whose(exc: BaseException, device, size: sizes.ProblemSize, hold: sizes.Holding) -> str:
+    """For an out-of-memory of the judge's during a candidate's plan: the `worker` failure to
+    record where the candidate's side holds more than its plan allows; else raises
+    OutOfMemoryBesideCandidate, saying what each side held."""
+    said = str(exc) if isinstance(exc, UsageError) else \
+        f"the judge ran out of memory on {device} ({type(exc).__name__})"
+    side, planned = candidate_side(device), planned_share(size, hold)
+    if side is not None and side > allowed(planned):
+        return (f"the judge ran out of the device's memory beside the candidate's worker, which held "
+                f"{_gib(side)} of the device by the device's account, more than the {_gib(allowed(planned))} "
+                f"the problem's plan allows it ({_gib(planned)} planned, x{MARGIN:g} + {_gib(SLACK)}): {said}")
+    held = "" if side is None else \
+        f"; the candidate's worker held {_gib(side)} of the device (its plan: {_gib(planned)})"
+    raise OutOfMemoryBesideCandidate(f"{said}{held}") from None
+
+
+def wait_for_release(device, planned: int, within_s: float = 10.0) -> None:
+    """After the judge ends a worker beyond its share: until the device's account of the candidate's
+    side is back within `planned` (the driver frees a process's memory as it exits), at most
+    `within_s`. Nothing to wait for where the judge has no CUDA context."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        side = candidate_side(device)
+        if side is None or side <= planned:
+            return
+        time.sleep(0.1)

@@ -1,0 +1,188 @@
+"""The judge out of memory while a candidate's worker holds part of the device: the candidate's
+doing where its side holds more than the problem's plan allows (`worker` rejects it), else an
+exit 2 for this candidate alone, which a batch does not hold against the problem's others."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kernelvet import cli, sizes, spawn, vet
+from kernelvet.batch.results import read_records
+from kernelvet.errors import OutOfMemoryBesideCandidate, ReferenceOutOfMemory
+from kernelvet.ids import CheckId
+from kernelvet.judge import api, memory_beside, plan
+from kernelvet.report import Verdict
+
+from .matrix import failed
+from .test_problem_data import QUICK, as_candidate, problem, write
+
+GIB = 1 << 30
+ALLOW = ["library-call", "timers"]   # microsecond calls on a busy host: the data checks decide
+
+
+def _out_of_memory_once_the_candidate_runs(monkeypatch) -> list:
+    """Every float64 reference the judge makes while a candidate's worker runs runs out of memory,
+    as beside a worker that took the device (the ones made before it, or after the worker is
+    killed, do not)."""
+    started, made = [], []
+    real_load, real_ref, real_kill = plan.Plan.load, api._reference_of, spawn.WorkerHandle.kill
+
+    def load(self, *a, **k):
+        started.append(1)
+        return real_load(self, *a, **k)
+
+    def kill(self):
+        started.clear()
+        return real_kill(self)
+
+    def reference_of(*a, **k):
+        if started:
+            made.append(a[-1])
+            raise ReferenceOutOfMemory("p.py: the float64 reference (Model.forward) ran out of memory on cuda:0")
+        return real_ref(*a, **k)
+
+    monkeypatch.setattr(plan.Plan, "load", load)
+    monkeypatch.setattr(spawn.WorkerHandle, "kill", kill)
+    monkeypatch.setattr(api, "_reference_of", reference_of)
+    return made
+
+
+def _problem(tmp_path):
+    text = problem("return torch.relu(xs[0]) * 2", "return [torch.rand(6, 64)]")
+    return write(tmp_path, "p.py", text), write(tmp_path, "h.py", as_candidate(text))
+
+
+def test_the_plans_worker_share_counts_the_workers_terms_and_the_margin_is_above_it():
+    size = sizes.ProblemSize(input_bytes=3 * GIB, largest_input=3 * GIB // 4, output_elements=3 * GIB // 4,
+                             weight_bytes=0, largest_weight=0, output_itemsize=4)
+    lean = sizes.Holding(lean=True, judge_on_host=True)
+    planned = memory_beside.planned_share(size, lean)
+    terms = sizes.footprint(size, lean).device_terms
+    assert planned == sum(v for k, v in terms.items() if k.startswith("worker ")) and planned > 30 * GIB
+    assert planned < sum(terms.values())   # the judge's own terms are not the worker's
+    assert memory_beside.allowed(planned) == int(1.25 * planned) + 2 * GIB
+    assert memory_beside.candidate_side("cpu") is None
+
+
+def test_a_candidate_side_beyond_its_plan_when_the_judge_runs_out_is_rejected_by_worker(tmp_path, monkeypatch):
+    made = _out_of_memory_once_the_candidate_runs(monkeypatch)
+    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 70 * GIB)
+    ref, honest = _problem(tmp_path)
+    report = vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
+    assert made, "no reference was made during the candidate's plan"
+    assert report.verdict is Verdict.REJECT and failed(report) == {CheckId.WORKER}, report.dumps()
+    summary = next(f.summary for f in report.failed)
+    assert "70.0 GiB of the device by the device's account" in summary and "planned" in summary, summary
+
+
+def test_a_candidate_side_within_its_plan_is_an_exit_2_naming_both_sides(tmp_path, monkeypatch):
+    _out_of_memory_once_the_candidate_runs(monkeypatch)
+    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
+    ref, honest = _problem(tmp_path)
+    with pytest.raises(OutOfMemoryBesideCandidate, match=r"the candidate's worker held 1\.0 MiB of the device "
+                                                         r"\(its plan: "):
+        vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
+
+
+def test_a_judges_own_torch_out_of_memory_during_the_plan_is_judged_the_same(tmp_path, monkeypatch):
+    started = []
+    real_load, real_ref = plan.Plan.load, api._reference_of
+
+    def load(self, *a, **k):   # from the candidate's load on, the judge's allocations fail
+        started.append(1)
+        return real_load(self, *a, **k)
+
+    def reference_of(*a, **k):
+        if started:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_ref(*a, **k)
+
+    monkeypatch.setattr(plan.Plan, "load", load)
+    monkeypatch.setattr(api, "_reference_of", reference_of)
+    ref, honest = _problem(tmp_path)
+    with pytest.raises(OutOfMemoryBesideCandidate, match="the judge ran out of memory on cpu"):
+        vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
+
+
+def test_a_batch_vets_the_problems_other_candidates_after_an_out_of_memory_beside_one(tmp_path, monkeypatch, capsys):
+    """One candidate's vet out of memory beside its worker (within the plan): fault `memory`, and
+    the problem's next candidate is vetted, not handed the same record."""
+    ref, honest = _problem(tmp_path)
+    real_load, real_ref = plan.Plan.load, api._reference_of
+    state = {"vets": 0, "running": False}
+
+    def load(self, *a, **k):
+        state["vets"] += 1
+        state["running"] = True
+        return real_load(self, *a, **k)
+
+    def reference_of(*a, **k):
+        if state["running"] and state["vets"] == 1:
+            raise ReferenceOutOfMemory("p.py: the float64 reference (Model.forward) ran out of memory on cuda:0")
+        return real_ref(*a, **k)
+
+    monkeypatch.setattr(plan.Plan, "load", load)
+    monkeypatch.setattr(api, "_reference_of", reference_of)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(json.dumps({"id": f"j{i}", "problem": ref, "candidate": honest}) for i in (1, 2)) + "\n")
+    out = tmp_path / "r.jsonl"
+    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress",
+                   *[a for w in ALLOW for a in ("--allow", w)]])
+    capsys.readouterr()
+    assert rc == 0
+    got = {r.id: r for r in read_records(str(out))[0]}
+    assert got["j1"].verdict == "invalid" and got["j1"].fault == "memory", got["j1"]
+    assert got["j2"].verdict == "pass" and got["j2"].vet_s > 0, got["j2"]
+
+
+# -- on a CUDA device (GPU test) ------------------------------------------------------------------
+
+HOG = '''
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    """relu, right; and every byte of the device it can take, held between its calls, so that the
+    judge's float64 references and draws find none."""
+
+    def __init__(self, *args):
+        super().__init__()
+        self.held = []
+        self._take()
+
+    def _take(self):
+        chunk = 256 << 20
+        while chunk >= 2 << 20:
+            try:
+                self.held.append(torch.empty(chunk, dtype=torch.uint8, device="cuda"))
+            except torch.OutOfMemoryError:
+                chunk //= 2
+
+    def forward(self, x):
+        del self.held[:2]   # room for this call's output, taken back after it
+        out = torch.relu(x)
+        self._take()
+        return out
+'''
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_candidate_that_takes_the_device_from_the_judge_is_rejected_by_worker_on_cuda(tmp_path, monkeypatch):
+    """Right outputs, and the rest of the device held between its calls: the judge's next draw or
+    float64 reference runs out of memory. Without the bound that was an exit 2 blamed on the
+    problem (and, in a batch, the same record for the problem's later candidates)."""
+    hold = sizes.Holding(lean=True, judge_on_host=True, output_itemsize=4)
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: hold)
+    monkeypatch.setattr(sizes, "plan_for", lambda *a, **k: (hold, None))
+    text = problem("return torch.relu(xs[0])", "return [torch.randn(8192, 4096)]")   # 128 MiB a set
+    ref = write(tmp_path, "p.py", text)
+    report = vet(write(tmp_path, "hog.py", HOG), ref, device="cuda", allow=["library-call"])
+    assert report.verdict is Verdict.REJECT and CheckId.WORKER in failed(report), report.dumps()
+    summary = next(f.summary for f in report.failed if f.check is CheckId.WORKER)
+    assert "by the device's account" in summary, summary
+    free, total = torch.cuda.mem_get_info()
+    assert free > total // 2   # the worker killed, its memory back
