@@ -27,10 +27,8 @@ import dataclasses
 import json
 import os
 import sys
-import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # its siblings, by name
 
@@ -104,38 +102,10 @@ def _leaves(out) -> list[torch.Tensor]:
     return []
 
 
-class _LiveBytes(TorchDispatchMode):
-    """Bytes of the tensors ops create that are still alive, and their peak: a view adds nothing
-    (its base holds the storage), an in-place op's result is its input."""
-
-    def __init__(self):
-        super().__init__()
-        self.live = self.peak = self.live64 = self.peak64 = 0
-        self._seen: set[int] = set()   # ids of live tensors counted (a tensor's == is elementwise: no WeakSet)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in _leaves(out) if not isinstance(out, (bool, int, float)) else ():
-            if isinstance(t, torch.Tensor) and id(t) not in self._seen and not t._is_view():
-                self._seen.add(id(t))
-                n = t.numel() * t.element_size()
-                n64 = t.numel() * 8 if t.is_floating_point() else n
-                self.live += n
-                self.live64 += n64
-                weakref.finalize(t, self._free, id(t), n, n64)
-        self.peak, self.peak64 = max(self.peak, self.live), max(self.peak64, self.live64)
-        return out
-
-    def _free(self, ident: int, n: int, n64: int) -> None:
-        self._seen.discard(ident)
-        self.live -= n
-        self.live64 -= n64
-
-
 def _run(mod, how: str, path: str) -> Shapes:
     torch.manual_seed(0)
     if how == "meta":
-        ctx, live = torch.device("meta"), _LiveBytes()
+        ctx, live = torch.device("meta"), sizes.LiveBytes()
     else:
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.symbolic_shapes import ShapeEnv

@@ -102,6 +102,26 @@ def test_the_shape_only_estimate_allocates_nothing_and_agrees_with_the_measured_
     assert next(model.parameters()).device.type == "cpu"   # a copy went to meta, not the model
 
 
+class _MSE(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.mean((a - b) ** 2)
+
+
+def test_the_shape_only_estimate_counts_the_float64_intermediates_a_scalar_never_shows():
+    """KernelBench's MSE loss on an 80 GB card: two 4 GiB float32 inputs, one number out. Its
+    float64 reference holds two input-sized float64 tensors at once (the difference, its square);
+    a plan that counted the output alone let the vet start and the reference run out of the device
+    beside the worker's 48 GiB. Counted, the problem is refused from its shapes."""
+    with torch.device("meta"):
+        a, b = torch.empty(32768, 32768), torch.empty(32768, 32768)
+    est = sizes.shape_only(_MSE(), [a, b])
+    assert est is not None and est.output_elements == 1
+    assert est.forward_bytes64 == 2 * a.numel() * 8   # (a - b) and its square, in float64
+    hold = sizes.holding(est, int(79.18 * GIB), 128 * GIB)
+    assert "more than the device's 79.2 GiB" in (sizes.fits(est, int(79.18 * GIB), hold=hold) or "")   # refused
+    assert not sizes.fits(dataclasses.replace(est, forward_bytes64=0), int(79.18 * GIB), hold=hold)   # as it was
+
+
 class _Caching(torch.nn.Module):
     """A reference that keeps what its first call made (a mask, a plan) on itself."""
 
