@@ -5,9 +5,6 @@ A waived check still runs where it has evidence; its finding is recorded as `wai
 
 from __future__ import annotations
 
-import torch
-
-from ..errors import MachineOutOfMemory
 from ..ids import ALL_CHECKS, CheckId
 from ..report import Finding, Status
 from . import (aliasing, caching, determinism, global_state, identity, inputs_unchanged, kernel_audit, library_call,
@@ -40,10 +37,12 @@ AGAINST_REFERENCES = (CheckId.IDENTITY, CheckId.PRECISION, CheckId.CACHING)
 CHEAP_FIRST = tuple(c for c in ALL_CHECKS if c not in AGAINST_REFERENCES) + AGAINST_REFERENCES
 
 
-def evaluate(cid: CheckId, ev, waived=frozenset()) -> Finding:
+def evaluate(cid: CheckId, ev, waived=frozenset(), passes: tuple = ()) -> Finding:
+    """`passes`: exceptions that are the judge's, not the check's (its memory running out while it
+    makes a reference a check asked for): raised for the judge to decide on."""
     try:
         f = REGISTRY[cid](ev)
-    except (MachineOutOfMemory, torch.OutOfMemoryError):   # the judge's memory, not the check: the vet decides
+    except passes:
         raise
     except Exception as exc:  # a bug in a check is a harness error, never a silent pass
         f = Finding(cid, Status.ERROR, f"the check itself failed: {type(exc).__name__}: {exc}")
@@ -53,15 +52,15 @@ def evaluate(cid: CheckId, ev, waived=frozenset()) -> Finding:
     return f
 
 
-def evaluate_all(ev, waived=frozenset()) -> list[Finding]:
-    return [evaluate(cid, ev, waived) for cid in ALL_CHECKS]
+def evaluate_all(ev, waived=frozenset(), passes: tuple = ()) -> list[Finding]:
+    return [evaluate(cid, ev, waived, passes) for cid in ALL_CHECKS]
 
 
-def first_failure(ev, waived=frozenset()) -> Finding | None:
+def first_failure(ev, waived=frozenset(), passes: tuple = ()) -> Finding | None:
     """The first check that fails, in `CHEAP_FIRST` order: a candidate another check rejects costs
     no float64 reference it did not need."""
     for cid in CHEAP_FIRST:
-        f = evaluate(cid, ev, waived)
+        f = evaluate(cid, ev, waived, passes)
         if f.status is Status.FAIL:
             return f
     return None

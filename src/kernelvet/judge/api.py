@@ -17,7 +17,7 @@ from ..checks import library_policy as policies
 from ..checks.kernel_audit import defined_kernels
 from ..checks.source_scan import forbidden_for_aten_ops, scan_source
 from ..draws import Draws
-from ..errors import HarnessError, MachineOutOfMemory, ReferenceOutOfMemory, UsageError
+from ..errors import HarnessError, ReferenceOutOfMemory, UsageError
 from ..evidence import Evidence
 from ..formats import gpumode_check, kernelbench
 from ..ids import ALL_CHECKS, AUDIT_MODES, REUSED_OUTPUT_MODES, CheckId
@@ -391,7 +391,7 @@ class _Vet:
                                  "candidate's doing; raise --timeout or shrink the problem)") from None
             self.phases["candidate"] = time.monotonic() - t0
             self.findings = self._findings(waived)
-        except (MachineOutOfMemory, torch.OutOfMemoryError) as exc:   # the judge's, beside the candidate's worker
+        except memory_beside.JUDGES_OWN as exc:   # the judge's, beside the candidate's worker
             ev.worker_end = memory_beside.whose(exc, self.dev, self.size, self.hold)   # else raised: exit 2
             self.output = self.w.output()
             self.w.kill()   # rejected: its memory back to the judge, for the checks' references
@@ -405,7 +405,7 @@ class _Vet:
         ev, t0 = self.ev, time.monotonic()
         if self.prob.spec.get("kind") == "gpumode":   # the task's own checker: evidence beside precision only
             ev.task_check = gpumode_check.own_check(self.prob.module, self.prob.spec["skeleton"], ev)
-        findings = _mark_not_run(checks.evaluate_all(ev, waived), ev)
+        findings = _mark_not_run(checks.evaluate_all(ev, waived, memory_beside.JUDGES_OWN), ev)
         self.phases["findings"] = time.monotonic() - t0
         return findings
 

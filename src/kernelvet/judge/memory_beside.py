@@ -22,10 +22,12 @@ import time
 import torch
 
 from .. import sizes
-from ..errors import OutOfMemoryBesideCandidate, UsageError
+from ..errors import MachineOutOfMemory, OutOfMemoryBesideCandidate, UsageError
 
 _gib = sizes._gib
 
+# the judge's own out-of-memory: its draws and float64 references (errors.py), its arithmetic (torch)
+JUDGES_OWN = (MachineOutOfMemory, torch.OutOfMemoryError)
 MARGIN = 1.25             # the plan's worker share, times this ...
 SLACK = 2 << 30           # ... plus this: a candidate's own scratch and cache, unplanned
 JUDGE_CONTEXT = 1 << 30   # the judge's CUDA context and libraries' workspaces, beside its allocator
