@@ -187,9 +187,9 @@ def _evidence(monkeypatch) -> list:
     seen = []
     real = checks.evaluate_all
 
-    def spy(ev, waived):
+    def spy(ev, waived, *rest):
         seen.append(ev)
-        return real(ev, waived)
+        return real(ev, waived, *rest)
 
     monkeypatch.setattr(checks, "evaluate_all", spy)
     return seen
