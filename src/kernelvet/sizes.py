@@ -125,18 +125,28 @@ def is_out_of_memory(exc: BaseException) -> bool:
                                               and ("not enough memory" in text or "can't allocate memory" in text))
 
 
+def device_memory(device) -> tuple[int, int, int, int] | None:
+    """A CUDA device's bytes as this process sees them: free and total (the device's account), and
+    what this process's allocator holds in tensors and reserves. None where this process has no
+    CUDA context on it (any other device, a judge that never touched it)."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_initialized():
+        return None
+    try:
+        free, total = torch.cuda.mem_get_info(dev)
+        return free, total, torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
+    except RuntimeError:
+        return None
+
+
 def device_memory_note(device) -> str:
     """What a CUDA device held when the judge ran out of its memory, for the one line that says so:
     the judge's own tensors and its allocator's cache, and what the device had free (the rest is
     other processes': the worker's sets and outputs). Empty for any other device."""
-    dev = torch.device(device)
-    if dev.type != "cuda" or not torch.cuda.is_initialized():
+    got = device_memory(device)
+    if got is None:
         return ""
-    try:
-        free, total = torch.cuda.mem_get_info(dev)
-        held, cached = torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
-    except RuntimeError:
-        return ""
+    free, total, held, cached = got
     return (f"the judge held {_gib(held)} ({_gib(cached)} reserved), the device {_gib(free)} free "
             f"of {_gib(total)}")
 

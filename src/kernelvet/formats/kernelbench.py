@@ -181,7 +181,7 @@ def call_user(fn, path: str, what: str):
     except (Exception, SystemExit) as exc:
         if _out_of_memory(exc):   # the machine's limit, not a mistake in the file
             raise MachineOutOfMemory(f"{os.path.basename(path)}: {what} ran out of memory ({type(exc).__name__}); "
-                             "this machine has too little memory for the problem's sizes") from None
+                                     "this machine has too little memory for the problem's sizes") from None
         raise UsageError(f"{at(path, user_line(exc, path))}: {what} failed: {type(exc).__name__}: {exc}") from None
 
 

@@ -36,14 +36,10 @@ JUDGE_CONTEXT = 1 << 30   # the judge's CUDA context and libraries' workspaces, 
 def candidate_side(device) -> int | None:
     """Bytes of `device` held by processes other than the judge, by the device's account; None
     where the judge has no CUDA context on it (a CPU vet, a judge that never touched the device)."""
-    dev = torch.device(device)
-    if dev.type != "cuda" or not torch.cuda.is_initialized():
+    got = sizes.device_memory(device)
+    if got is None:
         return None
-    try:
-        free, total = torch.cuda.mem_get_info(dev)
-        judge = torch.cuda.memory_reserved(dev)
-    except RuntimeError:
-        return None
+    free, total, _, judge = got
     return max(0, total - free - judge - JUDGE_CONTEXT)
 
 
