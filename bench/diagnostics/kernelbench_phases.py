@@ -24,12 +24,13 @@ import time
 import kernelvet.judge.api as api
 import kernelvet.judge.plan as plan
 import kernelvet.judge.reference as reference
-from kernelvet import compact, evidence, metrics, problem, sizes, spawn, vet
+from kernelvet import codec, compact, evidence, lending, metrics, problem, protocol, sizes, spawn, vet
 
 LEVEL1 = os.path.join(".kernelbench", "KernelBench", "level1")
 SPENT = collections.defaultdict(float)
 TIMEOUT_S = float(os.environ.get("VET_TIMEOUT_S", "300"))   # each vet's --timeout
 CALLS = collections.Counter()
+LOANS: list = []   # per loan made: [lent input bytes, rooms asked, rooms made, room bytes]
 
 
 def _timed(owner, name: str, label: str | None = None) -> None:
@@ -62,10 +63,37 @@ def _wrap_all() -> None:
     _timed(evidence.Evidence, "add_call", "Evidence.add_call (the move, a lean vet's comparisons)")
     _timed(compact, "settle", "compact.settle (a lean vet's comparisons)")
     _timed(metrics, "_sliced_norms", "metrics._sliced_norms (the sliced norms inside rel_error)")
+    # the transfers: sends and receives (a receive waits for the worker too), loans, host copies
+    _timed(protocol, "send", "protocol.send")
+    _timed(protocol, "recv", "protocol.recv (the worker's time inside)")
+    _timed(codec, "from_blob", "codec.from_blob")
+    _timed(lending, "through_host", "lending.through_host")
+    _timed(lending.JudgeLoan, "received", "JudgeLoan.received")
+    _timed(lending.JudgeLoan, "close", "JudgeLoan.close")
+    _loans_counted()
+    for name in ("_pair_request", "_control_request", "_null_pair", "clocked_time", "measure_requests_again",
+                 "measure_unseen_again", "measure_drain_again"):
+        _timed(plan.Plan, name, f"Plan.{name}")
     # the plan's stages (each one's requests and comparisons together)
     for name in ("call", "upload", "timed_outputs", "unseen_pairs", "null_timing", "time_again", "audit",
                  "ordering_probe", "judge_clock_attempts"):
         _timed(plan.Plan, name, f"Plan.{name}")
+
+
+def _loans_counted() -> None:
+    """Each loan's size: a reply's outputs with no room made for them come back through the host."""
+    make = lending.JudgeLoan.make.__func__
+
+    def counted(cls, device, blobs, rooms, room_bytes):
+        t0 = time.monotonic()
+        loan = make(cls, device, blobs, rooms, room_bytes)
+        SPENT["JudgeLoan.make"] += time.monotonic() - t0
+        CALLS["JudgeLoan.make"] += 1
+        if loan is not None:
+            lent = sum(b.size for b in loan.buffers[:loan.first_room])
+            LOANS.append([lent, rooms, len(loan.buffers) - loan.first_room, room_bytes])
+        return loan
+    lending.JudgeLoan.make = classmethod(counted)
 
 
 def _stage(number: int, work: str) -> tuple[str, str, str]:
@@ -89,6 +117,7 @@ def one(spec: str, work: str) -> dict:
     name, prob, cand = _stage(int(number), work)
     SPENT.clear()
     CALLS.clear()
+    LOANS.clear()
     t0 = time.monotonic()
     try:
         report = vet(cand, prob, device="cuda", timeout=TIMEOUT_S, allow=["library-call"] if kind == "allowed" else [])
@@ -97,7 +126,7 @@ def one(spec: str, work: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - recorded, the next spec still runs
         got = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     got.update(problem=name, kind=kind, wall=time.monotonic() - t0,
-               judge={k: [round(SPENT[k], 3), CALLS[k]] for k in SPENT})
+               judge={k: [round(SPENT[k], 3), CALLS[k]] for k in SPENT}, loans=list(LOANS))
     return got
 
 
