@@ -10,6 +10,7 @@ seconds of host time; the host for a small problem in a judge that has not start
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import torch
@@ -89,6 +90,10 @@ class Evidence:
     # values key -> the reference implementation's own error on that set, made by the judge on first
     # use (judge/own_error.py; None where it cannot be had); None: not offered (a lean holding)
     reference_error_on: Any = None
+    # the judge's own key for digests of outputs' bits (bits_digest.py), and the numbers of outputs
+    # settled under a lean holding, by digest (compact.settle)
+    digest_key: int = dataclasses.field(default_factory=lambda: int.from_bytes(os.urandom(16), "little"), repr=False)
+    settled_bits: dict = dataclasses.field(default_factory=dict, repr=False)
     _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def add_call(self, phase: str, set_id: int, values_of: int, meta: dict, output: torch.Tensor | None) -> None:

@@ -197,9 +197,25 @@ def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int, at: torch.
     step = _slice_for(o_all if o_all.device == at else r_all, unit)
     outer = n if o_all.device == r_all.device else step * max(1, CHUNK // (step * max(unit, 1)))
     for osl in _slices(n, outer):
-        o_part, r_part = o_all[osl].to(at), r_all[osl].to(at)
+        o_part, r_part = _moved_to(o_all[osl], at), _moved_to(r_all[osl], at)
         for sl in _slices(r_part.shape[0], step):
             yield o_part[sl], r_part[sl]
+
+
+# Host slices bound for an accelerator cross through pinned memory (bench/compare_crossing.py)
+STAGE_PINNED = True
+
+
+def _moved_to(part: torch.Tensor, at: torch.device) -> torch.Tensor:
+    """`part` on `at`; from the host's pageable memory to an accelerator, staged through a pinned
+    copy: the driver's own staging of a pageable copy is the slow part of a big problem's
+    comparison against a reference on the host. The pinned block is not reused before its copy is
+    done (torch's host allocator records the copy's stream)."""
+    if not STAGE_PINNED or part.device.type != "cpu" or at.type == "cpu" or part.is_pinned():
+        return part.to(at)
+    stage = torch.empty(part.shape, dtype=part.dtype, pin_memory=True)
+    stage.copy_(part)
+    return stage.to(at, non_blocking=True)
 
 
 def error_and_rows(out: torch.Tensor, ref64: torch.Tensor, floor: float) -> tuple[float, torch.Tensor | None]:
