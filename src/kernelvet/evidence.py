@@ -104,10 +104,27 @@ class Evidence:
         from . import compact
         settle_now = output is not None and phase in compact.PHASES and (self.extra.get("holding") or {}).get("lean")
         if output is not None and not settle_now:
-            output = output.to(self.judged_on)
+            arrived, output = output, output.to(self.judged_on)
+            if arrived.device.type != "cpu" and self.judged_on.type == "cpu":
+                self._compared_where_arrived(arrived, output, values_of)
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
         if settle_now:   # a big problem: compared now, a stand-in kept (its blocks go back to the device
             compact.settle(self, self.calls[-1])   # before the next request: spawn.Worker.give_back)
+
+    def _compared_where_arrived(self, arrived: torch.Tensor, kept: torch.Tensor, key) -> None:
+        """An output that arrived on an accelerator and is kept on the host (a big problem judged
+        there): its poison count and its one pass against its reference made on the accelerator,
+        the reference crossing to it (metrics.compare), not by the host's cores, and recorded for the
+        host copy, which holds the same bits."""
+        from . import metrics
+        n = metrics.poison_count(arrived, self.poison_words)
+        self.known(metrics.poison_count, n, kept, self.poison_words)
+        self.known(Evidence._poison_count, n, kept)
+        ref = self.refs64[key]   # made by now (the checked calls' sets), or made for the checks here
+        if not ref.is_floating_point() or ref.shape != kept.shape or ref.device.type == "meta":
+            return
+        fn = metrics.compare_rows if key in self.reference_row_errors else metrics.compare
+        self.known(fn, fn(arrived, ref), kept, ref)
 
     def records(self, *phases: str) -> list[CallRecord]:
         return [c for c in self.calls if c.phase in phases and c.output is not None]

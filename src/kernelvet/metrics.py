@@ -52,7 +52,8 @@ def rel_error(out: torch.Tensor, ref64: torch.Tensor, floor: float = 0.0) -> flo
     is finite). `floor` (see `error_floor`) keeps an output that is truly zero from turning the
     float32 rounding of its arithmetic into an enormous relative error. Integer and bool outputs
     are compared exactly: the fraction of elements that differ.
-    Computed where the reference is (each function here: on its last tensor's device)."""
+    Computed where the reference is (each function here: on its last tensor's device), but for a
+    big output on an accelerator against a reference on the host (`_compared_on`)."""
     if not ref64.is_floating_point():
         if out.shape != ref64.shape:
             return math.inf
@@ -116,9 +117,9 @@ def _sliced_norms(o_flat: torch.Tensor, r_flat: torch.Tensor, nan_as_inf: bool, 
     """The norms of `_chunked_norms`, and (`flags`) each side's finiteness, else True for both."""
     diff_sq = ref_sq = 0.0
     o_finite = r_finite = True
-    for sl in _slices(r_flat.numel(), _slice_for(r_flat)):
-        r = r_flat[sl].to(torch.float64)
-        o = o_flat[sl].to(r.device, torch.float64)
+    for o, r in _slice_pairs(o_flat, r_flat, 1, _compared_on(o_flat, r_flat)):
+        r = r.to(torch.float64)
+        o = o.to(torch.float64)
         if flags:
             o_finite = o_finite and bool(torch.isfinite(o).all())
             r_finite = r_finite and bool(torch.isfinite(r).all())
