@@ -24,7 +24,7 @@ import time
 import kernelvet.judge.api as api
 import kernelvet.judge.plan as plan
 import kernelvet.judge.reference as reference
-from kernelvet import codec, compact, evidence, lending, metrics, problem, protocol, sizes, spawn, vet
+from kernelvet import bits_digest, codec, compact, evidence, lending, metrics, problem, protocol, sizes, spawn, vet
 
 LEVEL1 = os.path.join(".kernelbench", "KernelBench", "level1")
 SPENT = collections.defaultdict(float)
@@ -71,6 +71,9 @@ def _wrap_all() -> None:
     _timed(lending.JudgeLoan, "received", "JudgeLoan.received")
     _timed(lending.JudgeLoan, "close", "JudgeLoan.close")
     _loans_counted()
+    _timed(bits_digest, "digest", "bits_digest.digest")
+    _timed(evidence.Evidence, "_compared_where_arrived", "Evidence._compared_where_arrived")
+    _settled_where()
     for name in ("_pair_request", "_control_request", "_null_pair", "clocked_time", "measure_requests_again",
                  "measure_unseen_again", "measure_drain_again"):
         _timed(plan.Plan, name, f"Plan.{name}")
@@ -94,6 +97,17 @@ def _loans_counted() -> None:
             LOANS.append([lent, rooms, len(loan.buffers) - loan.first_room, room_bytes])
         return loan
     lending.JudgeLoan.make = classmethod(counted)
+
+
+def _settled_where() -> None:
+    """Where each output a lean vet settles arrived (an accelerator, or the host), counted."""
+    settle = compact.settle
+
+    def counted(ev, rec):
+        CALLS[f"settled on {rec.output.device.type}"] += 1
+        SPENT.setdefault(f"settled on {rec.output.device.type}", 0.0)
+        return settle(ev, rec)
+    compact.settle = counted
 
 
 def _stage(number: int, work: str) -> tuple[str, str, str]:
