@@ -35,7 +35,7 @@ GROUPS = {
     "checks": "checks",
     "evidence": "records", "report": "records", "metrics": "records", "ids": "records",
     # a big problem's outputs compared as they arrive, kept as the numbers the checks read
-    "compact": "records", "trace": "records",
+    "compact": "records", "trace": "records", "bits_digest": "records",
     # evidence gathering that decides nothing (the source resolver)
     "checks.source_scan": "analysis",
     # shared by every process: errors, devices, problems and their formats, dispatch modes

@@ -2,9 +2,11 @@
 own steps inside them (set draws, float64 references, FLOP count, worker requests), each timed by
 wrapping the function that does it.
 
-    PYTHONPATH=src [VET_TIMEOUT_S=300] python3 bench/diagnostics/kernelbench_phases.py OUT.jsonl 4:ref,3:allowed [BUDGET_S]
+    PYTHONPATH=src [VET_TIMEOUT_S=300] [VET_DEVICE=cuda] [KB_LEVEL1=DIR] \
+        python3 bench/diagnostics/kernelbench_phases.py OUT.jsonl 4:ref,3:allowed [BUDGET_S]
 
-Each spec is PROBLEM_NUMBER:KIND of KernelBench level 1 (in .kernelbench/KernelBench/level1):
+Each spec is PROBLEM_NUMBER:KIND of KernelBench level 1 (in KB_LEVEL1, by default
+.kernelbench/KernelBench/level1):
 `ref`, the problem's own Model as the candidate (default library policy), or `allowed`, the same
 with `--allow library-call`. One line per vet is appended to OUT.jsonl; no new vet starts once
 BUDGET_S seconds have passed.
@@ -26,25 +28,38 @@ import kernelvet.judge.plan as plan
 import kernelvet.judge.reference as reference
 from kernelvet import bits_digest, codec, compact, evidence, lending, metrics, problem, protocol, sizes, spawn, vet
 
-LEVEL1 = os.path.join(".kernelbench", "KernelBench", "level1")
+LEVEL1 = os.environ.get("KB_LEVEL1", os.path.join(".kernelbench", "KernelBench", "level1"))
+DEVICE = os.environ.get("VET_DEVICE", "cuda")
 SPENT = collections.defaultdict(float)
 TIMEOUT_S = float(os.environ.get("VET_TIMEOUT_S", "300"))   # each vet's --timeout
 CALLS = collections.Counter()
 LOANS: list = []   # per loan made: [lent input bytes, rooms asked, rooms made, room bytes]
+CALLERS: dict = collections.defaultdict(collections.Counter)   # label -> "f < g < h" -> [calls]
 
 
-def _timed(owner, name: str, label: str | None = None) -> None:
+def _timed(owner, name: str, label: str | None = None, callers: bool = False) -> None:
+    """`callers`: also count the four functions above each call (who asks for a slow step)."""
     fn = getattr(owner, name)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         t0 = time.monotonic()
+        if callers:
+            f, chain = sys._getframe(1), []
+            while f is not None and len(chain) < 4:
+                chain.append(f.f_code.co_name)
+                f = f.f_back
+            CALLERS[label or name][" < ".join(chain)] += 1
         try:
             return fn(*args, **kwargs)
         finally:
             SPENT[label or name] += time.monotonic() - t0
             CALLS[label or name] += 1
     setattr(owner, name, wrapper)
+
+
+def _judge_steps() -> dict:
+    return {k: [round(SPENT[k], 3), CALLS[k]] for k in SPENT}
 
 
 def _wrap_all() -> None:
@@ -62,7 +77,7 @@ def _wrap_all() -> None:
         _timed(metrics, name, f"metrics.{name}")
     _timed(evidence.Evidence, "add_call", "Evidence.add_call (the move, a lean vet's comparisons)")
     _timed(compact, "settle", "compact.settle (a lean vet's comparisons)")
-    _timed(metrics, "_sliced_norms", "metrics._sliced_norms (the sliced norms inside rel_error)")
+    _timed(metrics, "_sliced_norms", "metrics._sliced_norms (the sliced norms inside rel_error)", callers=True)
     # the transfers: sends and receives (a receive waits for the worker too), loans, host copies
     _timed(protocol, "send", "protocol.send")
     _timed(protocol, "recv", "protocol.recv (the worker's time inside)")
@@ -132,15 +147,17 @@ def one(spec: str, work: str) -> dict:
     SPENT.clear()
     CALLS.clear()
     LOANS.clear()
+    CALLERS.clear()
     t0 = time.monotonic()
     try:
-        report = vet(cand, prob, device="cuda", timeout=TIMEOUT_S, allow=["library-call"] if kind == "allowed" else [])
+        report = vet(cand, prob, device=DEVICE, timeout=TIMEOUT_S, allow=["library-call"] if kind == "allowed" else [])
         got = {"verdict": str(report.verdict), "failed": [str(f.check) for f in report.failed],
                "phases": dict(report.phases_s), "requests": dict(report.requests_s)}
     except Exception as exc:  # noqa: BLE001 - recorded, the next spec still runs
         got = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     got.update(problem=name, kind=kind, wall=time.monotonic() - t0,
-               judge={k: [round(SPENT[k], 3), CALLS[k]] for k in SPENT}, loans=list(LOANS))
+               judge=_judge_steps(), loans=list(LOANS),
+               callers={k: dict(v) for k, v in CALLERS.items()})
     return got
 
 
@@ -149,7 +166,8 @@ def _partial_on_sigterm(out: str, current: dict) -> None:
     steps so far, marked unfinished."""
     def stop(_signum, _frame):
         line = json.dumps({**current, "unfinished": True, "wall": time.monotonic() - current.get("t0", 0.0),
-                           "judge": {k: [round(SPENT[k], 3), CALLS[k]] for k in SPENT}})
+                           "judge": _judge_steps(), "loans": list(LOANS),
+                           "callers": {k: dict(v) for k, v in CALLERS.items()}})
         print(line, flush=True)
         with open(out, "a") as fh:
             fh.write(line + "\n")
