@@ -87,6 +87,9 @@ def _wrap_all() -> None:
     _timed(lending.JudgeLoan, "close", "JudgeLoan.close")
     _loans_counted()
     _timed(bits_digest, "digest", "bits_digest.digest")
+    # a set's float64 reference made (the forward, then its move to where the judge compares)
+    _timed(api, "_reference_of", "api._reference_of (a reference made and moved)")
+    _timed(api, "_moved", "api._moved (a reference to where it is compared)")
     _timed(evidence.Evidence, "_compared_where_arrived", "Evidence._compared_where_arrived")
     _settled_where()
     for name in ("_pair_request", "_control_request", "_null_pair", "clocked_time", "measure_requests_again",
