@@ -108,6 +108,39 @@ def test_a_judges_own_torch_out_of_memory_during_the_plan_is_judged_the_same(tmp
         vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
 
 
+def test_a_reference_that_runs_out_once_during_the_plan_is_made_again_after_the_worker_returns_its_cache(
+        tmp_path, monkeypatch):
+    """An honest worker's allocator keeps the blocks of outputs and copies it freed: the judge asks
+    for them back (a `release` with `empty_cache`) before it calls the device full."""
+    started, failed_once, asked = [], [], []
+    real_load, real_ref, real_request = plan.Plan.load, api._reference_of, spawn.WorkerHandle.request
+
+    def load(self, *a, **k):
+        started.append(1)
+        return real_load(self, *a, **k)
+
+    def reference_of(*a, **k):
+        if started and not failed_once:
+            failed_once.append(a[-1])
+            raise ReferenceOutOfMemory("p.py: the float64 reference (Model.forward) ran out of memory on cuda:0")
+        return real_ref(*a, **k)
+
+    def request(self, type_, body=None, *a, **k):
+        if type_ == "release":
+            asked.append(dict(body or {}))
+        return real_request(self, type_, body, *a, **k)
+
+    monkeypatch.setattr(plan.Plan, "load", load)
+    monkeypatch.setattr(api, "_reference_of", reference_of)
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
+    ref, honest = _problem(tmp_path)
+    report = vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
+    assert failed_once, "no reference was made during the candidate's plan"
+    assert report.verdict is Verdict.PASS, report.dumps()
+    assert {"empty_cache": True} in asked, asked
+
+
 def test_a_batch_vets_the_problems_other_candidates_after_an_out_of_memory_beside_one(tmp_path, monkeypatch, capsys):
     """One candidate's vet out of memory beside its worker (within the plan): fault `memory`, and
     the problem's next candidate is vetted, not handed the same record."""

@@ -483,6 +483,11 @@ class WorkerHandle:
     def hello(self) -> protocol.Message:
         return self.request(None)
 
+    @property
+    def idle(self) -> bool:
+        """Whether the worker may be asked something now: running, no answer of its left unread."""
+        return self.ended is None and not self._pending
+
     def send_only(self, type_: str, body: dict | None = None, tensors=()) -> None:
         """A request whose answer `request(None)` reads later (the worker works meanwhile)."""
         self._credit_judge_time(time.monotonic())

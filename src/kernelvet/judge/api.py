@@ -264,6 +264,12 @@ class _Vet:
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
         self._references(draw, first_ref)
 
+    def _own_refs(self, make, values) -> _Lazy:
+        """This vet's own references of `values`, each made once more after the worker gave its
+        cached blocks back where the device ran out beside it (memory_beside.py); never a problem's
+        shared ones, whose maker outlives this vet's worker."""
+        return _Lazy(memory_beside.with_cache_returned(functools.partial(make, values), self.w))
+
     def _references(self, draw, first_ref) -> None:
         """The float64 references (made now, while the worker starts; within --timeout, as
         everything the judge does for a vet), the bytes one call moves, the size of the problem."""
@@ -273,7 +279,8 @@ class _Vet:
         # a shared reference's maker lives as long as its problem: it reads the shared sets and
         # refers to nothing of this vet (its outputs, its own sets), each vet's own layer to its own
         make = functools.partial(_reference_of, model, self.made_on, judged_on, self.hold)
-        refs64 = _Lazy(functools.partial(make, values)) if shared is None else shared.refs64
+        refs64 = (self._own_refs(make, values) if reference is None else _Lazy(functools.partial(make, values))) \
+            if shared is None else shared.refs64
         if first_ref is not None:
             refs64[_WARMUP] = _moved(first_ref, judged_on, self.hold.reference_dtype())
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws
@@ -283,7 +290,7 @@ class _Vet:
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = self.values = PerVet(shared.values, _drawn_ahead(Draws(draw, self.own_keys), self.hold),
                                           self.own_keys)
-            refs64 = PerVet(shared.refs64, _Lazy(functools.partial(make, values)), self.own_keys)
+            refs64 = PerVet(shared.refs64, self._own_refs(make, values), self.own_keys)
         # now, while the worker starts; within --timeout, as everything the judge does for a vet
         _within(self.t_start + self.timeout, self.timeout, prob.path or prob.name, "its float64 references",
                 lambda: [refs64[k] for k in (_WARMUP, *fresh)])

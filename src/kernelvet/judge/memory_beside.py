@@ -13,6 +13,11 @@ device's memory in use, less what the judge's allocator holds and a CUDA context
 own (any process the worker started counts on its side). Beyond the margin, the candidate's: the
 `worker` check fails with both numbers. Within it, the problem does not fit this device beside
 this candidate: exit 2 for this candidate alone (errors.OutOfMemoryBesideCandidate).
+
+Before either, a float64 reference the judge makes during the plan (an unseen set's, a loop's) that
+runs out is made once more after the worker gave its allocator's free blocks back to the device
+(`with_cache_returned`): blocks a worker keeps cached hold nothing, and an honest candidate's
+cache (4 GiB outputs and copies, freed and kept) can fill what the judge's reference needs.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 
 import torch
 
-from .. import sizes
+from .. import sizes, spawn
 from ..errors import MachineOutOfMemory, OutOfMemoryBesideCandidate, UsageError
 
 _gib = sizes._gib
@@ -79,3 +84,27 @@ def wait_for_release(device, planned: int, within_s: float = 10.0) -> None:
         if side is None or side <= planned:
             return
         time.sleep(0.1)
+
+
+def with_cache_returned(make, w):
+    """`make(key)`, and where it runs out of the device's memory, once more after the worker gave
+    the device its allocator's free blocks back (a `release` with `empty_cache`), if it may be asked
+    now; a second out-of-memory is the caller's (`whose`)."""
+    def made(key):
+        try:
+            return make(key)
+        except JUDGES_OWN:   # left before the retry: the failed forward's tensors go with its frames
+            if not _cache_returned(w):
+                raise
+        return make(key)
+    return made
+
+
+def _cache_returned(w) -> bool:
+    if not getattr(w, "idle", False):
+        return False
+    try:
+        w.request("release", {"empty_cache": True})
+    except (spawn.WorkerEnded, spawn.CandidateRaised):
+        return False
+    return True
