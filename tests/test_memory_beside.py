@@ -141,6 +141,41 @@ def test_a_reference_that_runs_out_once_during_the_plan_is_made_again_after_the_
     assert {"empty_cache": True} in asked, asked
 
 
+def test_the_candidate_side_is_read_after_the_worker_was_asked_for_its_cache(tmp_path, monkeypatch):
+    """A comparison of the judge's that runs out (not made again): the worker is asked to give its
+    cached blocks back before its side is read, which then counts what it holds."""
+    from kernelvet import metrics
+    started, order = [], []
+    real_load, real_compare, real_request = plan.Plan.load, metrics._compare, spawn.WorkerHandle.request
+
+    def load(self, *a, **k):
+        started.append(1)
+        return real_load(self, *a, **k)
+
+    def compare(*a, **k):
+        if started:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 128.00 MiB")
+        return real_compare(*a, **k)
+
+    def request(self, type_, body=None, *a, **k):
+        if type_ == "release" and (body or {}).get("empty_cache"):
+            order.append("release")
+        return real_request(self, type_, body, *a, **k)
+
+    def side(device):
+        order.append("read")
+        return 1 << 20
+
+    monkeypatch.setattr(plan.Plan, "load", load)
+    monkeypatch.setattr(metrics, "_compare", compare)
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    monkeypatch.setattr(memory_beside, "candidate_side", side)
+    ref, honest = _problem(tmp_path)
+    with pytest.raises(OutOfMemoryBesideCandidate):
+        vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
+    assert order[:2] == ["release", "read"], order
+
+
 def test_a_batch_vets_the_problems_other_candidates_after_an_out_of_memory_beside_one(tmp_path, monkeypatch, capsys):
     """One candidate's vet out of memory beside its worker (within the plan): fault `memory`, and
     the problem's next candidate is vetted, not handed the same record."""

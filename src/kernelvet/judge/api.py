@@ -399,6 +399,7 @@ class _Vet:
             self.phases["candidate"] = time.monotonic() - t0
             self.findings = self._findings(waived)
         except memory_beside.JUDGES_OWN as exc:   # the judge's, beside the candidate's worker
+            memory_beside.cache_returned(self.w)   # what it holds, not what its allocator keeps free
             ev.worker_end = memory_beside.whose(exc, self.dev, self.size, self.hold)   # else raised: exit 2
             self.output = self.w.output()
             self.w.kill()   # rejected: its memory back to the judge, for the checks' references

@@ -16,8 +16,10 @@ this candidate: exit 2 for this candidate alone (errors.OutOfMemoryBesideCandida
 
 Before either, a float64 reference the judge makes during the plan (an unseen set's, a loop's) that
 runs out is made once more after the worker gave its allocator's free blocks back to the device
-(`with_cache_returned`): blocks a worker keeps cached hold nothing, and an honest candidate's
-cache (4 GiB outputs and copies, freed and kept) can fill what the judge's reference needs.
+(`with_cache_returned`), and the side is read only once the worker was asked to (`cache_returned`):
+blocks a worker keeps cached hold nothing, and an honest candidate's cache of freed outputs, copies
+and paint can be twice what it holds (an H100 worker timing a 4 GiB output held 54.1 GiB by the
+device's account, against a plan of about 24.5 GiB).
 """
 
 from __future__ import annotations
@@ -94,13 +96,16 @@ def with_cache_returned(make, w):
         try:
             return make(key)
         except JUDGES_OWN:   # left before the retry: the failed forward's tensors go with its frames
-            if not _cache_returned(w):
+            if not cache_returned(w):
                 raise
         return make(key)
     return made
 
 
-def _cache_returned(w) -> bool:
+def cache_returned(w) -> bool:
+    """Whether the worker, asked now, gave its allocator's free blocks back to the device: before the
+    judge retries, and before it reads the candidate's side by the device's account (`whose`), which
+    would otherwise count an honest worker's cache of freed outputs as held."""
     if not getattr(w, "idle", False):
         return False
     try:
