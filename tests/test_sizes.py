@@ -429,6 +429,27 @@ def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel
 
 @pytest.mark.gpu
 @CUDA
+@pytest.mark.parametrize("name", ["softmax", "pointer_cache"])
+def test_outputs_that_come_through_the_host_are_compared_on_the_device(name, monkeypatch):
+    """No device buffer lent for any reply (as where the device's free memory is short): the big
+    outputs that arrive on the host are copied to the device for their comparisons, a seen set's
+    repeats told by their digests there; an honest kernel still passes, a cache is still rejected."""
+    from kernelvet import evidence, spawn
+    _lean(monkeypatch)
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, output_itemsize=4))
+    monkeypatch.setattr(spawn.WorkerHandle, "_loan", lambda self, *a: None)
+    monkeypatch.setattr(evidence, "DEVICE_COMPARED_MIN", 1)
+    evs = _evidence(monkeypatch)
+    report = vet_entry(by_name(name), "cuda")
+    if name == "softmax":
+        assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+        assert evs[-1].extra.get("outputs_settled_again", 0) > 0, evs[-1].extra
+    else:
+        assert report.verdict is Verdict.REJECT, report.dumps()
+
+
+@pytest.mark.gpu
+@CUDA
 @pytest.mark.parametrize("name", ["pointer_cache", "stale_after_warmup"])
 def test_a_lean_vet_on_cuda_still_rejects_a_cache(name, monkeypatch):
     _lean(monkeypatch)

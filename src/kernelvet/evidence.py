@@ -19,6 +19,11 @@ from .devices import Peaks
 from .ids import CheckId
 
 
+# Elements from which an output that came through the host is compared on the vet's accelerator
+# (Evidence._comparable): the size from which comparisons run in slices (metrics.CHUNK)
+DEVICE_COMPARED_MIN = 1 << 24
+
+
 @dataclasses.dataclass
 class CallRecord:
     phase: str                    # warmup | fresh | determinism | overwrite | timed | unseen | loop
@@ -100,16 +105,34 @@ class Evidence:
         """A call's output (rebuilt from the worker's bytes), moved to where the checks compare.
         Under a lean holding an output compared now and dropped (compact.py) is compared where it
         arrived, slice by slice against its reference: judged on the host, a device output would
-        otherwise cross into fresh host memory whole (seconds for KernelBench's 6 GiB outputs)."""
+        otherwise cross into fresh host memory whole (seconds for KernelBench's 6 GiB outputs). A big
+        output that came through the host is compared on the vet's accelerator (`_comparable`)."""
         from . import compact
         settle_now = output is not None and phase in compact.PHASES and (self.extra.get("holding") or {}).get("lean")
+        compared = None if output is None else self._comparable(output)
         if output is not None and not settle_now:
-            arrived, output = output, output.to(self.judged_on)
-            if arrived.device.type != "cpu" and self.judged_on.type == "cpu":
-                self._compared_where_arrived(arrived, output, values_of)
+            output = output.to(self.judged_on)
+            if compared.device.type != "cpu" and self.judged_on.type == "cpu":
+                self._compared_where_arrived(compared, output, values_of)
+        elif settle_now:
+            output = compared
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
         if settle_now:   # a big problem: compared now, a stand-in kept (its blocks go back to the device
             compact.settle(self, self.calls[-1])   # before the next request: spawn.Worker.give_back)
+
+    def _comparable(self, out: torch.Tensor) -> torch.Tensor:
+        """`out`, or where it is big, came through the host, and is judged there in a vet on an
+        accelerator, a copy of it on the accelerator (through pinned memory), where its comparisons
+        against references on the host cost a fraction of the host's own and a repeat of it is a
+        digest (compact.py); `out` itself where the device has no room for the copy now."""
+        if (out.device.type != "cpu" or self.device.type == "cpu" or self.judged_on.type != "cpu"
+                or out.numel() < DEVICE_COMPARED_MIN):
+            return out
+        from . import metrics
+        try:
+            return metrics.moved_to(out, self.device)
+        except torch.OutOfMemoryError:
+            return out
 
     def _compared_where_arrived(self, arrived: torch.Tensor, kept: torch.Tensor, key) -> None:
         """An output that arrived on an accelerator and is kept on the host (a big problem judged

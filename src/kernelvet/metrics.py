@@ -198,7 +198,7 @@ def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int, at: torch.
     step = _slice_for(o_all if o_all.device == at else r_all, unit)
     outer = n if o_all.device == r_all.device else step * max(1, CHUNK // (step * max(unit, 1)))
     for osl in _slices(n, outer):
-        o_part, r_part = _moved_to(o_all[osl], at), _moved_to(r_all[osl], at)
+        o_part, r_part = moved_to(o_all[osl], at), moved_to(r_all[osl], at)
         for sl in _slices(r_part.shape[0], step):
             yield o_part[sl], r_part[sl]
 
@@ -207,7 +207,7 @@ def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int, at: torch.
 STAGE_PINNED = True
 
 
-def _moved_to(part: torch.Tensor, at: torch.device) -> torch.Tensor:
+def moved_to(part: torch.Tensor, at: torch.device) -> torch.Tensor:
     """`part` on `at`; from the host's pageable memory to an accelerator, staged through a pinned
     copy: the driver's own staging of a pageable copy is the slow part of a big problem's
     comparison against a reference on the host. The pinned block is not reused before its copy is
