@@ -196,3 +196,16 @@ def test_one_pass_comparison_of_a_device_output_against_a_host_reference(monkeyp
         want_rows = metrics.row_errors(out, ref)
         assert torch.equal(want_rows.isinf(), metrics.row_errors_of(cr).isinf())
         assert cr.rows[0].device.type == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_two_host_tensors_compared_on_an_accelerator_read_as_on_the_host(monkeypatch):
+    """rel_distance's `on`: two big tensors on the host (a fresh output and another, two references)
+    compared on the device, each slice crossing to it: the distance the host reads, NaN as far."""
+    monkeypatch.setattr(metrics, "CHUNK", 4099)
+    a, b = torch.randn(50_000), torch.randn(50_000, dtype=torch.float64)
+    for x in (a, a.clone().index_fill_(0, torch.tensor([7]), math.nan)):
+        want = metrics.rel_distance(x, b)
+        got = metrics.rel_distance(x, b, on=torch.device("cuda"))
+        assert got == pytest.approx(want, rel=1e-12) or got == want == math.inf

@@ -77,7 +77,7 @@ def _wrap_all() -> None:
         _timed(metrics, name, f"metrics.{name}")
     _timed(evidence.Evidence, "add_call", "Evidence.add_call (the move, a lean vet's comparisons)")
     _timed(compact, "settle", "compact.settle (a lean vet's comparisons)")
-    _timed(metrics, "_sliced_norms", "metrics._sliced_norms (the sliced norms inside rel_error)", callers=True)
+    _timed(metrics, "_sliced_norms", "metrics._sliced_norms (the sliced norms inside rel_error and rel_distance)", callers=True)
     # the transfers: sends and receives (a receive waits for the worker too), loans, host copies
     _timed(protocol, "send", "protocol.send")
     _timed(protocol, "recv", "protocol.recv (the worker's time inside)")

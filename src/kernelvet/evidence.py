@@ -191,6 +191,13 @@ class Evidence:
             return metrics.row_errors_of(c)
         return self.memo(metrics.row_errors, out, self.refs64[key])
 
+    def rel_distance(self, a: torch.Tensor, b: torch.Tensor) -> float:
+        """metrics.rel_distance(a, b), once per pair; judged on the host in a vet on an accelerator,
+        two big tensors (outputs, references) are compared there, each slice crossing to it."""
+        from . import metrics
+        on = self.device if self.device.type != "cpu" and self.judged_on.type == "cpu" else None
+        return self.memo(metrics.rel_distance, a, b, on)
+
     def known(self, fn, value, *tensors) -> None:
         """Record fn(*tensors) as `value`, computed elsewhere (compact.py: on the tensors these stand in for)."""
         self._memo[(getattr(fn, "__func__", fn), *map(id, tensors))] = (value, tensors)

@@ -100,24 +100,27 @@ def _slice_for(t: torch.Tensor, row: int = 1) -> int:
     return max(1, (HOST_SLICE if t.device.type == "cpu" else CHUNK) // max(row, 1))
 
 
-def _chunked_norms(out: torch.Tensor, ref: torch.Tensor, nan_as_inf: bool = False) -> tuple[float, float, bool, bool]:
+def _chunked_norms(out: torch.Tensor, ref: torch.Tensor, nan_as_inf: bool = False,
+                   on: torch.device | None = None) -> tuple[float, float, bool, bool]:
     """(||out - ref||, ||ref||, out all finite, ref all finite) in float64, slice by slice, where
-    `ref` is; `nan_as_inf`: a NaN in the difference counts as infinitely far. With a finite
+    `_compared_on` says (`on`: for two tensors on the host, this accelerator instead, each slice
+    crossing to it); `nan_as_inf`: a NaN in the difference counts as infinitely far. With a finite
     reference, out is finite exactly when the difference's norm is (read from the norms, not from
     a pass of its own); a reference with non-finite values has each side's finiteness read slice
     by slice."""
     o_flat, r_flat = out.reshape(-1), ref.reshape(-1)
-    diff, ref_norm, _, _ = _sliced_norms(o_flat, r_flat, nan_as_inf, flags=False)
+    at = on if on is not None and o_flat.device.type == r_flat.device.type == "cpu" else _compared_on(o_flat, r_flat)
+    diff, ref_norm, _, _ = _sliced_norms(o_flat, r_flat, nan_as_inf, False, at)
     if not math.isfinite(ref_norm):
-        return _sliced_norms(o_flat, r_flat, nan_as_inf, flags=True)
+        return _sliced_norms(o_flat, r_flat, nan_as_inf, True, at)
     return diff, ref_norm, math.isfinite(diff), True
 
 
-def _sliced_norms(o_flat: torch.Tensor, r_flat: torch.Tensor, nan_as_inf: bool, flags: bool):
+def _sliced_norms(o_flat: torch.Tensor, r_flat: torch.Tensor, nan_as_inf: bool, flags: bool, at: torch.device):
     """The norms of `_chunked_norms`, and (`flags`) each side's finiteness, else True for both."""
     diff_sq = ref_sq = 0.0
     o_finite = r_finite = True
-    for o, r in _slice_pairs(o_flat, r_flat, 1, _compared_on(o_flat, r_flat)):
+    for o, r in _slice_pairs(o_flat, r_flat, 1, at):
         r = r.to(torch.float64)
         o = o.to(torch.float64)
         if flags:
@@ -364,12 +367,13 @@ def bitwise_differences(a: torch.Tensor, b: torch.Tensor) -> tuple[int, float]:
     return count, most
 
 
-def rel_distance(a: torch.Tensor, b: torch.Tensor) -> float:
-    """||a - b|| / ||b||, both read as float64; inf when shapes cannot be compared."""
+def rel_distance(a: torch.Tensor, b: torch.Tensor, on: torch.device | None = None) -> float:
+    """||a - b|| / ||b||, both read as float64; inf when shapes cannot be compared. `on`: an
+    accelerator where two big tensors on the host are compared (each slice crossing to it)."""
     if a.numel() != b.numel():
         return math.inf
     if b.numel() > CHUNK and a.numel() == b.numel():
-        num, denom, _, _ = _chunked_norms(a, b, nan_as_inf=True)
+        num, denom, _, _ = _chunked_norms(a, b, nan_as_inf=True, on=on)
     else:
         a64, b64 = a.reshape(-1).to(b.device, torch.float64), b.reshape(-1).to(torch.float64)
         denom = torch.linalg.vector_norm(b64).item()

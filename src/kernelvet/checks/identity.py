@@ -20,7 +20,6 @@ import itertools
 import torch
 
 from .. import metrics
-from ..metrics import rel_distance
 from ..ids import CheckId
 from ..report import Finding, Status
 from ._common import not_reached
@@ -37,7 +36,7 @@ def evaluate(ev) -> Finding:
         for i, x in enumerate(ev.inputs[c.values_of]):
             if i == ev.output_arg or not isinstance(x, torch.Tensor) or x.numel() != c.output.numel() or not x.is_floating_point():
                 continue
-            d_out, d_ref = ev.memo(rel_distance, c.output, x), ev.memo(rel_distance, ref, x)
+            d_out, d_ref = ev.rel_distance(c.output, x), ev.rel_distance(ref, x)
             if d_ref > 1e-12 and d_out <= RATIO * d_ref:
                 return Finding(CheckId.IDENTITY, Status.FAIL,
                                f"output is a copy of input {i}: distance {d_out:.3g} to it, where the true "
@@ -52,8 +51,8 @@ def evaluate(ev) -> Finding:
             # argmax/argmin: any index of the extreme is right, so indices of two sets need not be as
             # far apart as torch's; precision (exact up to ties, on every set) rules out a constant
             continue
-        d_out = ev.memo(rel_distance, a.output, b.output)
-        d_ref = ev.memo(rel_distance, ref_a, ref_b)
+        d_out = ev.rel_distance(a.output, b.output)
+        d_ref = ev.rel_distance(ref_a, ref_b)
         if d_ref <= 1e-12:
             continue
         if d_ref * ev.memo(metrics.norm, ref_b) * (1 - RATIO) <= _honest_error(ev, ref_a) + _honest_error(ev, ref_b):
