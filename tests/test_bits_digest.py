@@ -7,14 +7,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelvet import bits_digest, compact, metrics
+from kernelvet import bits_digest, compact
 from kernelvet.ids import CheckId
 from kernelvet.practice import by_name
 from kernelvet.report import Verdict
 
 from .matrix import failed, vet_entry
-from .test_problem_data import QUICK, problem, write
-from .test_sizes import RIGHT_THEN_ZEROS, _evidence, _lean
+from .test_sizes import _digest_always, _evidence, _lean
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.int8,
           torch.uint8, torch.bool]
@@ -71,20 +70,6 @@ def test_slices_past_the_first_count(monkeypatch):
 
 # -- a lean vet, its outputs digested as they would be on an accelerator -----------------------
 
-def _digest_always(monkeypatch) -> list:
-    """Digests taken on the host too (where the vet makes no accelerator's outputs), and the
-    comparisons a lean vet's settling made, counted."""
-    monkeypatch.setattr(compact, "worth_a_digest", lambda out, refs: True)
-    passes = []
-    real = metrics._compare
-
-    def spy(out, ref, rows):
-        passes.append(tuple(out.shape))
-        return real(out, ref, rows)
-    monkeypatch.setattr(metrics, "_compare", spy)
-    return passes
-
-
 def test_a_lean_vet_compares_an_output_bit_identical_to_a_settled_one_once(monkeypatch):
     _lean(monkeypatch)
     evs = _evidence(monkeypatch)
@@ -117,18 +102,6 @@ def test_a_lean_vet_with_digests_still_rejects_a_cache(name, monkeypatch):
     report = vet_entry(by_name(name), "cpu")
     assert report.verdict is Verdict.REJECT, report.dumps()
     assert failed(report) & {CheckId.CACHING, CheckId.PRECISION}, [f.summary for f in report.failed]
-
-
-def test_a_wrong_output_seen_only_in_the_timing_is_caught_with_digests(tmp_path, monkeypatch):
-    _lean(monkeypatch)
-    _digest_always(monkeypatch)
-    text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
-    ref = write(tmp_path, "affine.py", text)
-    from kernelvet import vet
-    report = vet(write(tmp_path, "c.py", text + RIGHT_THEN_ZEROS), ref, device="cpu", settings=QUICK,
-                 allow=(CheckId.LIBRARY_CALL,))
-    assert report.verdict is Verdict.REJECT
-    assert CheckId.CACHING in failed(report), [f.summary for f in report.failed]
 
 
 @pytest.mark.gpu

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from kernelvet import checks, judge, sizes, vet
+from kernelvet import checks, compact, judge, metrics, sizes, vet
 from kernelvet.draws import Draws
 from kernelvet.judge import api, plan
 from kernelvet.errors import UsageError
@@ -183,6 +183,20 @@ def _lean(monkeypatch):
     return held, dropped
 
 
+def _digest_always(monkeypatch) -> list:
+    """Digests taken on the host too (where the vet makes no accelerator's outputs), and the
+    comparisons a lean vet's settling made, counted."""
+    monkeypatch.setattr(compact, "worth_a_digest", lambda out, refs: True)
+    passes = []
+    real = metrics._compare
+
+    def spy(out, ref, rows):
+        passes.append(tuple(out.shape))
+        return real(out, ref, rows)
+    monkeypatch.setattr(metrics, "_compare", spy)
+    return passes
+
+
 def _evidence(monkeypatch) -> list:
     seen = []
     real = checks.evaluate_all
@@ -251,11 +265,13 @@ class ModelNew(Model):
 """
 
 
-@pytest.mark.parametrize("lean", [False, True])
+@pytest.mark.parametrize("held", ["kept", "lean", "lean, digests"])
 def test_a_wrong_output_seen_only_in_the_timing_is_caught_whether_kept_or_compared_and_dropped(tmp_path, monkeypatch,
-                                                                                             lean):
-    if lean:
+                                                                                             held):
+    if held != "kept":
         _lean(monkeypatch)
+    if held == "lean, digests":
+        _digest_always(monkeypatch)
     text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
     ref = write(tmp_path, "affine.py", text)
     report = vet(write(tmp_path, "c.py", text + RIGHT_THEN_ZEROS), ref, device="cpu", settings=QUICK,
