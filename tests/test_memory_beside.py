@@ -24,16 +24,25 @@ GIB = 1 << 30
 ALLOW = ["library-call", "timers"]   # microsecond calls on a busy host: the data checks decide
 
 
-def _out_of_memory_once_the_candidate_runs(monkeypatch) -> list:
-    """Every float64 reference the judge makes while a candidate's worker runs runs out of memory,
-    as beside a worker that took the device (the ones made before it, or after the worker is
-    killed, do not)."""
-    started, made = [], []
-    real_load, real_ref, real_kill = plan.Plan.load, api._reference_of, spawn.WorkerHandle.kill
+def _plan_started(monkeypatch) -> list:
+    """A list that holds an item from the candidate's load on (each vet's plan), for spies to read."""
+    started = []
+    real_load = plan.Plan.load
 
     def load(self, *a, **k):
         started.append(1)
         return real_load(self, *a, **k)
+
+    monkeypatch.setattr(plan.Plan, "load", load)
+    return started
+
+
+def _out_of_memory_once_the_candidate_runs(monkeypatch) -> list:
+    """Every float64 reference the judge makes while a candidate's worker runs runs out of memory,
+    as beside a worker that took the device (the ones made before it, or after the worker is
+    killed, do not)."""
+    started, made = _plan_started(monkeypatch), []
+    real_ref, real_kill = api._reference_of, spawn.WorkerHandle.kill
 
     def kill(self):
         started.clear()
@@ -45,7 +54,6 @@ def _out_of_memory_once_the_candidate_runs(monkeypatch) -> list:
             raise ReferenceOutOfMemory("p.py: the float64 reference (Model.forward) ran out of memory on cuda:0")
         return real_ref(*a, **k)
 
-    monkeypatch.setattr(plan.Plan, "load", load)
     monkeypatch.setattr(spawn.WorkerHandle, "kill", kill)
     monkeypatch.setattr(api, "_reference_of", reference_of)
     return made
@@ -89,19 +97,14 @@ def test_a_candidate_side_within_its_plan_is_an_exit_2_naming_both_sides(tmp_pat
 
 
 def test_a_judges_own_torch_out_of_memory_during_the_plan_is_judged_the_same(tmp_path, monkeypatch):
-    started = []
-    real_load, real_ref = plan.Plan.load, api._reference_of
-
-    def load(self, *a, **k):   # from the candidate's load on, the judge's allocations fail
-        started.append(1)
-        return real_load(self, *a, **k)
+    started = _plan_started(monkeypatch)   # from the candidate's load on, the judge's allocations fail
+    real_ref = api._reference_of
 
     def reference_of(*a, **k):
         if started:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_ref(*a, **k)
 
-    monkeypatch.setattr(plan.Plan, "load", load)
     monkeypatch.setattr(api, "_reference_of", reference_of)
     ref, honest = _problem(tmp_path)
     with pytest.raises(OutOfMemoryBesideCandidate, match="the judge ran out of memory on cpu"):
@@ -112,12 +115,8 @@ def test_a_reference_that_runs_out_once_during_the_plan_is_made_again_after_the_
         tmp_path, monkeypatch):
     """An honest worker's allocator keeps the blocks of outputs and copies it freed: the judge asks
     for them back (a `release` with `empty_cache`) before it calls the device full."""
-    started, failed_once, asked = [], [], []
-    real_load, real_ref, real_request = plan.Plan.load, api._reference_of, spawn.WorkerHandle.request
-
-    def load(self, *a, **k):
-        started.append(1)
-        return real_load(self, *a, **k)
+    started, failed_once, asked = _plan_started(monkeypatch), [], []
+    real_ref, real_request = api._reference_of, spawn.WorkerHandle.request
 
     def reference_of(*a, **k):
         if started and not failed_once:
@@ -130,7 +129,6 @@ def test_a_reference_that_runs_out_once_during_the_plan_is_made_again_after_the_
             asked.append(dict(body or {}))
         return real_request(self, type_, body, *a, **k)
 
-    monkeypatch.setattr(plan.Plan, "load", load)
     monkeypatch.setattr(api, "_reference_of", reference_of)
     monkeypatch.setattr(spawn.WorkerHandle, "request", request)
     monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
@@ -145,12 +143,8 @@ def test_the_candidate_side_is_read_after_the_worker_was_asked_for_its_cache(tmp
     """A comparison of the judge's that runs out (not made again): the worker is asked to give its
     cached blocks back before its side is read, which then counts what it holds."""
     from kernelvet import metrics
-    started, order = [], []
-    real_load, real_compare, real_request = plan.Plan.load, metrics._compare, spawn.WorkerHandle.request
-
-    def load(self, *a, **k):
-        started.append(1)
-        return real_load(self, *a, **k)
+    started, order = _plan_started(monkeypatch), []
+    real_compare, real_request = metrics._compare, spawn.WorkerHandle.request
 
     def compare(*a, **k):
         if started:
@@ -166,7 +160,6 @@ def test_the_candidate_side_is_read_after_the_worker_was_asked_for_its_cache(tmp
         order.append("read")
         return 1 << 20
 
-    monkeypatch.setattr(plan.Plan, "load", load)
     monkeypatch.setattr(metrics, "_compare", compare)
     monkeypatch.setattr(spawn.WorkerHandle, "request", request)
     monkeypatch.setattr(memory_beside, "candidate_side", side)
