@@ -17,9 +17,10 @@ this candidate: exit 2 for this candidate alone (errors.OutOfMemoryBesideCandida
 Before either, a float64 reference the judge makes during the plan (an unseen set's, a loop's) that
 runs out is made once more after the worker gave its allocator's free blocks back to the device
 (`with_cache_returned`), and the side is read only once the worker was asked to (`cache_returned`):
-blocks a worker keeps cached hold nothing, and an honest candidate's cache of freed outputs, copies
-and paint can be twice what it holds (an H100 worker timing a 4 GiB output held 54.1 GiB by the
-device's account, against a plan of about 24.5 GiB).
+blocks a worker keeps cached hold nothing, yet count on its side by the device's account, and an
+honest worker frees and caches outputs, copies and paint of the output's size in every call (an
+H100 worker timing a 4 GiB output held 54.1 GiB by the device's account, against a plan of
+24.3 GiB).
 """
 
 from __future__ import annotations
