@@ -130,7 +130,7 @@ class Evidence:
             return out
         from . import metrics
         try:
-            return metrics.moved_to(out, self.device)
+            return metrics.moved_whole(out, self.device)
         except torch.OutOfMemoryError:
             return out
 

@@ -210,6 +210,20 @@ def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int, at: torch.
 STAGE_PINNED = True
 
 
+def moved_whole(t: torch.Tensor, at: torch.device) -> torch.Tensor:
+    """`t` on `at`, crossing from the host CHUNK elements at a time through `moved_to`'s pinned
+    staging: a stage the size of a big output would pin as much of the host, and keep it pinned
+    in torch's cache of host blocks."""
+    if t.device.type != "cpu" or at.type == "cpu":
+        return t.to(at)
+    src = t.contiguous().reshape(-1)
+    whole = torch.empty(t.shape, dtype=t.dtype, device=at)
+    dst = whole.view(-1)
+    for sl in _slices(src.numel(), CHUNK):
+        dst[sl].copy_(moved_to(src[sl], at))
+    return whole
+
+
 def moved_to(part: torch.Tensor, at: torch.device) -> torch.Tensor:
     """`part` on `at`; from the host's pageable memory to an accelerator, staged through a pinned
     copy: the driver's own staging of a pageable copy is the slow part of a big problem's
