@@ -109,13 +109,14 @@ class Evidence:
         output that came through the host is compared on the vet's accelerator (`_comparable`)."""
         from . import compact
         settle_now = output is not None and phase in compact.PHASES and (self.extra.get("holding") or {}).get("lean")
-        compared = None if output is None else self._comparable(output)
-        if output is not None and not settle_now:
-            output = output.to(self.judged_on)
-            if compared.device.type != "cpu" and self.judged_on.type == "cpu":
-                self._compared_where_arrived(compared, output, values_of)
-        elif settle_now:
-            output = compared
+        if output is not None:
+            compared = self._comparable(output)
+            if settle_now:
+                output = compared
+            else:
+                output = output.to(self.judged_on)
+                if compared.device.type != "cpu" and self.judged_on.type == "cpu":
+                    self._compared_where_arrived(compared, output, values_of)
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
         if settle_now:   # a big problem: compared now, a stand-in kept (its blocks go back to the device
             compact.settle(self, self.calls[-1])   # before the next request: spawn.Worker.give_back)

@@ -279,8 +279,12 @@ class _Vet:
         # a shared reference's maker lives as long as its problem: it reads the shared sets and
         # refers to nothing of this vet (its outputs, its own sets), each vet's own layer to its own
         make = functools.partial(_reference_of, model, self.made_on, judged_on, self.hold)
-        refs64 = (self._own_refs(make, values) if reference is None else _Lazy(functools.partial(make, values))) \
-            if shared is None else shared.refs64
+        if shared is not None:
+            refs64 = shared.refs64
+        elif reference is None:   # this vet's alone
+            refs64 = self._own_refs(make, values)
+        else:                     # the problem's, shared below
+            refs64 = _Lazy(functools.partial(make, values))
         if first_ref is not None:
             refs64[_WARMUP] = _moved(first_ref, judged_on, self.hold.reference_dtype())
         if reference is not None and shared is None:   # for the problem's later vets; the cache closes the draws

@@ -107,7 +107,7 @@ def cache_returned(w) -> bool:
     """Whether the worker, asked now, gave its allocator's free blocks back to the device: before the
     judge retries, and before it reads the candidate's side by the device's account (`whose`), which
     would otherwise count an honest worker's cache of freed outputs as held."""
-    if not getattr(w, "idle", False):
+    if not w.idle:
         return False
     try:
         w.request("release", {"empty_cache": True})
