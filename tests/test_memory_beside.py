@@ -15,6 +15,7 @@ from kernelvet.batch.results import read_records
 from kernelvet.errors import OutOfMemoryBesideCandidate, ReferenceOutOfMemory
 from kernelvet.ids import CheckId
 from kernelvet.judge import api, memory_beside, plan
+from kernelvet.refcache import PerVet
 from kernelvet.report import Verdict
 
 from .matrix import failed
@@ -198,6 +199,52 @@ def test_a_batch_vets_the_problems_other_candidates_after_an_out_of_memory_besid
     got = {r.id: r for r in read_records(str(out))[0]}
     assert got["j1"].verdict == "invalid" and got["j1"].fault == "memory", got["j1"]
     assert got["j2"].verdict == "pass" and got["j2"].vet_s > 0, got["j2"]
+
+
+def test_a_shared_reference_made_again_during_a_vet_is_retried_after_its_worker_returns_its_cache(
+        tmp_path, monkeypatch, capsys):
+    """A batch shares a problem's references among its vets; a lean holding lets each go with its
+    set, so a vet makes one again (the warm-up's, the overwrite's) beside its candidate's worker.
+    Out of memory there once: made again after that worker gave its cached blocks back, as the
+    vet's own references are."""
+    from .test_sizes import _lean
+    _lean(monkeypatch)
+    ref, honest = _problem(tmp_path)
+    real_load, real_ref, real_request = plan.Plan.load, api._reference_of, spawn.WorkerHandle.request
+    state = {"vets": 0, "running": False, "failed": [], "asked": 0}
+
+    def load(self, *a, **k):
+        state["vets"] += 1
+        state["running"] = True
+        return real_load(self, *a, **k)
+
+    def reference_of(model, made_on, judged_on, hold, values, key):
+        shared = not isinstance(values, PerVet)   # the shared maker reads the shared draws
+        if state["running"] and shared and not state["failed"]:
+            state["failed"].append(key)
+            raise ReferenceOutOfMemory("p.py: the float64 reference (Model.forward) ran out of memory on cuda:0")
+        return real_ref(model, made_on, judged_on, hold, values, key)
+
+    def request(self, type_, body=None, *a, **k):
+        if type_ == "release" and (body or {}).get("empty_cache"):
+            state["asked"] += 1
+        return real_request(self, type_, body, *a, **k)
+
+    monkeypatch.setattr(plan.Plan, "load", load)
+    monkeypatch.setattr(api, "_reference_of", reference_of)
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(json.dumps({"id": f"j{i}", "problem": ref, "candidate": honest}) for i in (1, 2)) + "\n")
+    out = tmp_path / "r.jsonl"
+    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress",
+                   *[a for w in ALLOW for a in ("--allow", w)]])
+    capsys.readouterr()
+    assert rc == 0
+    assert state["failed"], "no shared reference was made again during a candidate's plan"
+    got = {r.id: r for r in read_records(str(out))[0]}
+    assert [got[i].verdict for i in ("j1", "j2")] == ["pass", "pass"], got
+    assert state["asked"] >= 1
 
 
 # -- on a CUDA device (GPU test) ------------------------------------------------------------------

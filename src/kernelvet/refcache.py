@@ -119,12 +119,15 @@ class PerVet(dict):
     """A vet's view of input sets or references by key: its own (`own`, for `own_keys`) beside
     the shared ones. `close()` closes its own draws only."""
 
-    def __init__(self, shared, own, own_keys):
+    def __init__(self, shared, own, own_keys, shared_made=None):
         super().__init__()
         self._shared, self._own, self._own_keys = shared, own, frozenset(own_keys)
+        # how this vet reads a shared key (default: the shared mapping's own lookup): the shared maker
+        # is the problem's, what may be done before it is tried again is this vet's (memory_beside.py)
+        self._shared_made = shared_made or shared.__getitem__
 
     def __missing__(self, key):
-        value = self[key] = (self._own if key in self._own_keys else self._shared)[key]
+        value = self[key] = self._own[key] if key in self._own_keys else self._shared_made(key)
         return value
 
     def close(self) -> None:

@@ -266,8 +266,8 @@ class _Vet:
 
     def _own_refs(self, make, values) -> _Lazy:
         """This vet's own references of `values`, each made once more after the worker gave its
-        cached blocks back where the device ran out beside it (memory_beside.py); never a problem's
-        shared ones, whose maker outlives this vet's worker."""
+        cached blocks back where the device ran out beside it (memory_beside.py). A problem's shared
+        ones, whose maker outlives this vet's worker, are retried through this vet's view of them."""
         return _Lazy(memory_beside.with_cache_returned(functools.partial(make, values), self.w))
 
     def _references(self, draw, first_ref) -> None:
@@ -294,7 +294,10 @@ class _Vet:
         if reference is not None:   # beside the shared sets, this vet's own never-seen ones
             values = self.values = PerVet(shared.values, _drawn_ahead(Draws(draw, self.own_keys), self.hold),
                                           self.own_keys)
-            refs64 = PerVet(shared.refs64, self._own_refs(make, values), self.own_keys)
+            # a shared reference made again during this vet (a lean holding lets each go with its set)
+            # is tried once more after this vet's worker gave its cached blocks back, as its own are
+            refs64 = PerVet(shared.refs64, self._own_refs(make, values), self.own_keys,
+                            memory_beside.with_cache_returned(shared.refs64.__getitem__, self.w))
         # now, while the worker starts; within --timeout, as everything the judge does for a vet
         _within(self.t_start + self.timeout, self.timeout, prob.path or prob.name, "its float64 references",
                 lambda: [refs64[k] for k in (_WARMUP, *fresh)])
