@@ -1,9 +1,9 @@
 """What one comparison of a big output on the device against its float64 reference on the host
 costs (a big problem judged on the host), the reference crossing pageable or through pinned
-staging (metrics.STAGE_PINNED), beside a digest of the output's bits (bits_digest.py), which
+staging (crossing.STAGE_PINNED), beside a digest of the output's bits (bits_digest.py), which
 spares a bit-identical output the comparison; and what the way back costs, the output moved to
 the host as the judge keeps a fresh set's (`.to("cpu")`, pageable) or a slice at a time through a
-pinned stage.
+pinned stage (crossing.moved_home).
 
     PYTHONPATH=src python3 bench/compare_crossing.py OUT.json [ELEMENTS [REPS]]
 
@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from kernelvet import bits_digest, metrics
+from kernelvet import bits_digest, crossing, metrics
 
 
 def _timed(fn) -> float:
@@ -29,18 +29,6 @@ def _timed(fn) -> float:
     fn()
     torch.cuda.synchronize()
     return time.perf_counter() - t0
-
-
-def _home_staged(t: torch.Tensor) -> torch.Tensor:
-    """`t` on the host, metrics.CHUNK elements at a time through one pinned stage."""
-    src = t.reshape(-1)
-    out = torch.empty(src.numel(), dtype=t.dtype)
-    stage = torch.empty(min(metrics.CHUNK, src.numel()), dtype=t.dtype, pin_memory=True)
-    for i in range(0, src.numel(), metrics.CHUNK):
-        n = min(metrics.CHUNK, src.numel() - i)
-        stage[:n].copy_(src[i:i + n])
-        out[i:i + n].copy_(stage[:n])
-    return out.reshape(t.shape)
 
 
 def main(argv: list[str]) -> int:
@@ -56,14 +44,14 @@ def main(argv: list[str]) -> int:
     results = {}
     for _ in range(reps):
         for mode in ("pageable", "pinned"):
-            metrics.STAGE_PINNED = mode == "pinned"
+            crossing.STAGE_PINNED = mode == "pinned"
             got = {}
             raw[mode].append(_timed(lambda: got.setdefault("c", metrics.compare(out, ref))))
             results[mode] = metrics.rel_error_of(got["c"])
         raw["digest"].append(_timed(lambda: bits_digest.digest(out, 12345)))
         raw["home_pageable"].append(_timed(lambda: out.to("cpu")))
-        raw["home_staged"].append(_timed(lambda: _home_staged(out)))
-    assert torch.equal(_home_staged(out), out.cpu())
+        raw["home_staged"].append(_timed(lambda: crossing.moved_home(out)))
+    assert torch.equal(crossing.moved_home(out), out.cpu())
     assert abs(results["pageable"] - results["pinned"]) <= 1e-12 * max(results["pageable"], 1e-30), results
     record = {"version": 2, "elements": n, "output_dtype": "float32", "reference_dtype": "float64",
               "device": torch.cuda.get_device_name(dev), "torch": torch.__version__,

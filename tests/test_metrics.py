@@ -209,12 +209,3 @@ def test_two_host_tensors_compared_on_an_accelerator_read_as_on_the_host(monkeyp
         want = metrics.rel_distance(x, b)
         got = metrics.rel_distance(x, b, on=torch.device("cuda"))
         assert got == pytest.approx(want, rel=1e-12) or got == want == math.inf
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_a_whole_host_tensor_crosses_to_the_device_a_slice_at_a_time(monkeypatch):
-    monkeypatch.setattr(metrics, "CHUNK", 4099)
-    t = torch.randn(300, 70).t()   # not contiguous
-    moved = metrics.moved_whole(t, torch.device("cuda"))
-    assert moved.device.type == "cuda" and moved.shape == t.shape and torch.equal(moved.cpu(), t)

@@ -7,6 +7,7 @@ import mmap
 
 import torch
 
+from . import crossing
 from .devshare import LEND_MIN_BYTES
 from .protocol import Blob, DTYPE_SIZES, ProtocolError
 
@@ -38,6 +39,8 @@ def to_blob(t: torch.Tensor, device_ok: bool = False) -> Blob:
         return Blob(dtype_name(t.dtype), tuple(t.shape), t)
     if t.device.type == "cpu" and t.is_contiguous():
         flat = t.reshape(-1)
+    elif t.device.type != "cpu" and t.is_contiguous():   # a big one through a pinned stage
+        flat = crossing.moved_home(t).reshape(-1)
     else:
         flat = torch.empty(t.numel(), dtype=t.dtype)
         if flat.numel():

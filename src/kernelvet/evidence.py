@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from . import crossing
 from .devices import Peaks
 from .ids import CheckId
 
@@ -114,7 +115,7 @@ class Evidence:
             if settle_now:
                 output = compared
             else:
-                output = output.to(self.judged_on)
+                output = crossing.moved(output, self.judged_on)   # a big one to the host through a pinned stage
                 if compared.device.type != "cpu" and self.judged_on.type == "cpu":
                     self._compared_where_arrived(compared, output, values_of)
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
@@ -129,9 +130,8 @@ class Evidence:
         if (out.device.type != "cpu" or self.device.type == "cpu" or self.judged_on.type != "cpu"
                 or out.numel() < DEVICE_COMPARED_MIN):
             return out
-        from . import metrics
         try:
-            return metrics.moved_whole(out, self.device)
+            return crossing.moved_whole(out, self.device)
         except torch.OutOfMemoryError:
             return out
 

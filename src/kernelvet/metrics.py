@@ -7,6 +7,8 @@ import math
 
 import torch
 
+from . import crossing
+
 # Relative Frobenius error allowed per declared output dtype. float32 sits between honest float32
 # (1e-7 at 256^3, 1.2e-6 at 4096^3, measured on an H200) and the thinnest cheat (float16 operands:
 # 3.6e-4, TF32 7.7e-4, bfloat16 2.9e-3): a factor 7 below the cheats, 40 above honest work.
@@ -201,39 +203,9 @@ def _slice_pairs(o_all: torch.Tensor, r_all: torch.Tensor, unit: int, at: torch.
     step = _slice_for(o_all if o_all.device == at else r_all, unit)
     outer = n if o_all.device == r_all.device else step * max(1, CHUNK // (step * max(unit, 1)))
     for osl in _slices(n, outer):
-        o_part, r_part = moved_to(o_all[osl], at), moved_to(r_all[osl], at)
+        o_part, r_part = crossing.moved_to(o_all[osl], at), crossing.moved_to(r_all[osl], at)
         for sl in _slices(r_part.shape[0], step):
             yield o_part[sl], r_part[sl]
-
-
-# Host slices bound for an accelerator cross through pinned memory (bench/compare_crossing.py)
-STAGE_PINNED = True
-
-
-def moved_whole(t: torch.Tensor, at: torch.device) -> torch.Tensor:
-    """`t` on `at`, crossing from the host CHUNK elements at a time through `moved_to`'s pinned
-    staging: a stage the size of a big output would pin as much of the host, and keep it pinned
-    in torch's cache of host blocks."""
-    if t.device.type != "cpu" or at.type == "cpu":
-        return t.to(at)
-    src = t.contiguous().reshape(-1)
-    whole = torch.empty(t.shape, dtype=t.dtype, device=at)
-    dst = whole.view(-1)
-    for sl in _slices(src.numel(), CHUNK):
-        dst[sl].copy_(moved_to(src[sl], at))
-    return whole
-
-
-def moved_to(part: torch.Tensor, at: torch.device) -> torch.Tensor:
-    """`part` on `at`; from the host's pageable memory to an accelerator, staged through a pinned
-    copy: the driver's own staging of a pageable copy is the slow part of a big problem's
-    comparison against a reference on the host. The pinned block is not reused before its copy is
-    done (torch's host allocator records the copy's stream)."""
-    if not STAGE_PINNED or part.device.type != "cpu" or at.type == "cpu" or part.is_pinned():
-        return part.to(at)
-    stage = torch.empty(part.shape, dtype=part.dtype, pin_memory=True)
-    stage.copy_(part)
-    return stage.to(at, non_blocking=True)
 
 
 def error_and_rows(out: torch.Tensor, ref64: torch.Tensor, floor: float) -> tuple[float, torch.Tensor | None]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import as64, index_ties, metrics, outputs, problems, sizes
+from . import as64, crossing, index_ties, metrics, outputs, problems, sizes
 from .errors import ProblemError, ReferenceOutOfMemory, UsageError
 from .formats import gpumode, gpumode_tolerance, kernelbench, task_yml
 from .protocol import DTYPE_SIZES
@@ -104,7 +104,7 @@ class Problem:
                 if on is not None and keep:
                     out.append(x.detach().to(on).contiguous().clone())
                 else:   # a host copy of the set's own (never a view of the module's memory)
-                    out.append(x.detach().contiguous().clone() if x.device.type == "cpu" else x.detach().contiguous().cpu())
+                    out.append(x.detach().contiguous().clone() if x.device.type == "cpu" else crossing.moved_home(x.detach().contiguous()))
             elif isinstance(x, (bool, int, float)):
                 out.append(x)
             else:

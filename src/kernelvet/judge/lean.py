@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from .. import compact
+from .. import compact, crossing
 from ..evidence import Evidence
 
 
@@ -45,7 +45,7 @@ def _moved(ref: torch.Tensor, where: torch.device, dtype: torch.dtype | None = N
     if ref.device == where and ref.dtype == dtype:
         return ref
     ties = getattr(ref, "index_ties", None)
-    out = ref.to(where, dtype)
+    out = crossing.moved(ref, where, dtype)
     if ties is not None:
         out.index_ties = dataclasses.replace(ties, values=ties.values.to(where))
     return out
