@@ -3,10 +3,14 @@ the same values as one pageable copy, in the dtype asked for."""
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import pytest
 import torch
 
-from kernelvet import codec, crossing
+from kernelvet import codec, crossing, protocol
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -35,11 +39,25 @@ def test_a_device_tensor_comes_home_a_slice_at_a_time(monkeypatch, dtype):
 
 @pytest.mark.gpu
 @CUDA
-def test_a_worker_blob_of_a_device_output_holds_its_bytes(monkeypatch):
-    """codec.to_blob of a big device output (the worker's reply with no lent room): through the stage."""
+@pytest.mark.parametrize("memfd", [True, False])
+def test_a_device_output_sent_with_nothing_lent_arrives_whole(monkeypatch, memfd):
+    """A worker's big device output with no room lent for it (codec.to_sent_blob) is written into
+    its message a pinned stage at a time: the judge reads the output's bytes."""
     monkeypatch.setattr(crossing, "CHUNK", 4099)
-    t = torch.randn(100_003, device="cuda")
-    assert torch.equal(codec.from_blob(codec.to_blob(t)), t.cpu())
+    monkeypatch.setattr(protocol, "MEMFD", memfd and protocol.MEMFD)
+    t = torch.randn(1_000_003, device="cuda")
+    blob = codec.to_sent_blob(t)
+    assert blob.data is not None and isinstance(blob.data, torch.Tensor)
+    a, b = socket.socketpair()
+    try:
+        sender = threading.Thread(target=protocol.send, args=(a, "output", {}, [blob]))
+        sender.start()
+        msg = protocol.recv(b, deadline=time.monotonic() + 30, max_blob_bytes=1 << 24)
+        sender.join()
+    finally:
+        a.close()
+        b.close()
+    assert torch.equal(codec.from_blob(msg.tensors[0]), t.cpu())
 
 
 @pytest.mark.gpu

@@ -45,6 +45,8 @@ GROUPS = {
     "outputs": "core", "index_ties": "core", "weights": "core",
     # what a problem's messages may carry and a vet of it holds, from its own shapes
     "sizes": "core",
+    # big tensors between the host and an accelerator through a pinned stage, for every process
+    "crossing": "core",
     # the practice corpus: cheats, honest kernels, the naive bench, the practice runner
     "practice": "practice",
     # many candidates in one run: jobs, the results file, engines; references shared per problem

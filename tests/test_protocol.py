@@ -7,6 +7,7 @@ import mmap
 import os
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -65,6 +66,34 @@ def test_a_large_tensor_travels_as_a_sealed_memfd_and_decodes_to_memory_of_its_o
     kept = t.clone()
     back.fill_(7.0)   # copy-on-write: the receiver's tensor is writable, the sender's values stay
     assert torch.equal(t, kept) and bool((back == 7.0).all())
+
+
+@pytest.mark.parametrize("memfd", [True, False])
+def test_a_tensor_blob_is_written_a_slice_at_a_time_into_its_message(pair, monkeypatch, memfd):
+    """A blob that holds a contiguous tensor (codec.to_sent_blob: an accelerator's output with no
+    room lent for it) is read a stage at a time as it is written, into its memfd or after the
+    header: the receiver gets the same bytes as from a host copy of it whole."""
+    from kernelvet import crossing
+    monkeypatch.setattr(crossing, "CHUNK", 4099)   # stages of 16 KiB: many slices and a part
+    monkeypatch.setattr(protocol, "MEMFD", memfd and protocol.MEMFD)
+    a, b = pair
+    t, small = torch.randn(protocol.FD_MIN_BYTES // 4 + 3), torch.arange(5.0)
+    blobs = [protocol.Blob("float32", tuple(t.shape), t), codec.to_blob(small),
+             protocol.Blob("float64", (3, 7), torch.randn(3, 7, dtype=torch.float64))]
+    sender = threading.Thread(target=protocol.send, args=(a, "output", {}, blobs))   # more than a socket buffer
+    sender.start()
+    msg = _recv(b, max_blob_bytes=1 << 24)
+    sender.join()
+    assert isinstance(msg.tensors[0].data, mmap.mmap) == (memfd and protocol.MEMFD)
+    for sent, got in zip(blobs, msg.tensors):
+        want = sent.data if isinstance(sent.data, torch.Tensor) else codec.from_blob(sent)
+        assert torch.equal(codec.from_blob(got), want)
+
+
+def test_on_the_host_a_sent_blob_is_a_host_blob():
+    t = torch.randn(protocol.FD_MIN_BYTES // 4 + 3)
+    assert not isinstance(codec.to_sent_blob(t).data, torch.Tensor)
+    assert torch.equal(codec.from_blob(codec.to_sent_blob(t.view(-1, 1).t())), t.view(1, -1))
 
 
 def _open_to(targets: set) -> int:

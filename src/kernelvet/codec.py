@@ -9,7 +9,7 @@ import torch
 
 from . import crossing
 from .devshare import LEND_MIN_BYTES
-from .protocol import Blob, DTYPE_SIZES, ProtocolError
+from .protocol import FD_MIN_BYTES, Blob, DTYPE_SIZES, ProtocolError
 
 _BY_NAME = {name: getattr(torch, name) for name in DTYPE_SIZES}
 _NAME_OF = {dt: name for name, dt in _BY_NAME.items()}
@@ -47,6 +47,17 @@ def to_blob(t: torch.Tensor, device_ok: bool = False) -> Blob:
             flat.copy_(t.reshape(-1))
     data = memoryview(flat.view(torch.uint8).numpy()).toreadonly() if flat.numel() else b""
     return Blob(dtype_name(t.dtype), tuple(t.shape), data)
+
+
+def to_sent_blob(t: torch.Tensor) -> Blob:
+    """A blob for a message with nothing lent for it. A big contiguous accelerator tensor stays
+    itself: protocol.send writes it into its memfd a slice at a time (crossing.host_slices), no host
+    copy of it whole beside the message (a 4 GiB output each, in a worker's timing reply of three).
+    Anything else as `to_blob`."""
+    t = t.detach()
+    if t.device.type != "cpu" and t.is_contiguous() and t.numel() * t.element_size() >= FD_MIN_BYTES:
+        return Blob(dtype_name(t.dtype), tuple(t.shape), t)
+    return to_blob(t)
 
 
 def from_blob(b: Blob) -> torch.Tensor:

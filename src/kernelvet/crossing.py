@@ -54,6 +54,22 @@ def moved_home(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tenso
     return out
 
 
+def host_slices(t: torch.Tensor):
+    """A contiguous tensor's bytes in order, as memoryviews of one stage of CHUNK float32s' size
+    (pinned where it may be), each valid until the next is asked for: an accelerator's output
+    written into a message without a host copy of it whole (protocol.send)."""
+    src = t.detach().reshape(-1).view(torch.uint8)
+    size = min(4 * CHUNK, src.numel())
+    try:
+        stage = torch.empty(size, dtype=torch.uint8, pin_memory=STAGE_PINNED and t.device.type != "cpu")
+    except RuntimeError:   # no pinned memory to be had here
+        stage = torch.empty(size, dtype=torch.uint8)
+    for sl in _slices(src.numel(), max(size, 1)):
+        n = sl.stop - sl.start
+        stage[:n].copy_(src[sl])   # synchronous: the view below is read only once it holds the slice
+        yield memoryview(stage[:n].numpy())
+
+
 def moved_whole(t: torch.Tensor, at: torch.device) -> torch.Tensor:
     """A host tensor on the accelerator `at`, CHUNK elements at a time through `moved_to`'s pinned
     staging."""

@@ -153,7 +153,7 @@ class WorkerLoan:
                 out.append(Blob(b.dtype, b.shape, b"", lent=room))
                 copied = True
             else:
-                out.append(codec.to_blob(t) if t is not None else b)
+                out.append(codec.to_sent_blob(t) if t is not None else b)
         if copied and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return out
@@ -176,4 +176,4 @@ class WorkerLoan:
 
 def through_host(blobs) -> list:
     """Blobs of a message with nothing lent for them: every device tensor they hold through the host."""
-    return [codec.to_blob(b.data) if isinstance(b.data, torch.Tensor) else b for b in blobs]
+    return [codec.to_sent_blob(b.data) if isinstance(b.data, torch.Tensor) else b for b in blobs]

@@ -86,17 +86,22 @@ class Message:
 
 
 def send(sock: socket.socket, type_: str, body: dict | None = None, tensors: Sequence[Blob] = ()) -> None:
-    specs, fds = [], []
+    """One message. A blob's data is bytes, or a contiguous tensor (codec.to_sent_blob), whose bytes
+    are read a slice at a time as they are written."""
+    specs, fds, after = [], [], []   # after: the bytes that follow the header, in order
     try:
         for b in tensors:
             if b.lent is not None:
                 specs.append({"dtype": b.dtype, "shape": list(b.shape), "nbytes": b.nbytes,
                               "lent": b.lent})
                 continue
-            spec = {"dtype": b.dtype, "shape": list(b.shape), "nbytes": len(b.data)}
+            tensor = _is_tensor(b.data)
+            spec = {"dtype": b.dtype, "shape": list(b.shape), "nbytes": b.nbytes if tensor else len(b.data)}
             if MEMFD and spec["nbytes"] >= FD_MIN_BYTES and len(fds) < MAX_FDS:
                 spec["fd"] = len(fds)
                 fds.append(_sealed_memfd(b.data))
+            else:
+                after.append(b.data)
             specs.append(spec)
         raw = json.dumps({"type": type_, "body": body or {}, "tensors": specs}, allow_nan=True).encode()
         if len(raw) > MAX_HEADER_BYTES:
@@ -110,19 +115,32 @@ def send(sock: socket.socket, type_: str, body: dict | None = None, tensors: Seq
     finally:
         for fd in fds:   # the message in flight holds its own references
             os.close(fd)
-    for b, spec in zip(tensors, specs):
-        if "fd" not in spec and "lent" not in spec:
-            sock.sendall(b.data)
+    for data in after:
+        for view in _byte_views(data):
+            sock.sendall(view)
+
+
+def _is_tensor(data) -> bool:
+    return hasattr(data, "untyped_storage")
+
+
+def _byte_views(data):
+    """`data`'s bytes as memoryviews, in order: a tensor's a slice at a time (crossing.host_slices)."""
+    if _is_tensor(data):
+        from . import crossing
+        yield from crossing.host_slices(data)
+    else:
+        yield memoryview(data).cast("B")
 
 
 def _sealed_memfd(data) -> int:
     """A memfd holding `data`, sealed: nobody, the sender included, can change or resize it."""
     fd = os.memfd_create("kernelvet-blob", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        view = memoryview(data).cast("B")
-        done = 0
-        while done < len(view):
-            done += os.write(fd, view[done:done + (1 << 30)])
+        for view in _byte_views(data):
+            done = 0
+            while done < len(view):
+                done += os.write(fd, view[done:done + (1 << 30)])
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
     except BaseException:
         os.close(fd)
