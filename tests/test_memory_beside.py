@@ -97,6 +97,18 @@ def test_a_candidate_side_within_its_plan_is_an_exit_2_naming_both_sides(tmp_pat
         vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
 
 
+def _batch_of_two(tmp_path, ref, honest, capsys) -> dict:
+    """Two vets of `honest` against `ref` in one `kernelvet batch` on the CPU: their records by id."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(json.dumps({"id": f"j{i}", "problem": ref, "candidate": honest}) for i in (1, 2)) + "\n")
+    out = tmp_path / "r.jsonl"
+    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress",
+                   *[a for w in ALLOW for a in ("--allow", w)]])
+    capsys.readouterr()
+    assert rc == 0
+    return {r.id: r for r in read_records(str(out))[0]}
+
+
 def test_a_judges_own_torch_out_of_memory_during_the_plan_is_judged_the_same(tmp_path, monkeypatch):
     started = _plan_started(monkeypatch)   # from the candidate's load on, the judge's allocations fail
     real_ref = api._reference_of
@@ -189,14 +201,7 @@ def test_a_batch_vets_the_problems_other_candidates_after_an_out_of_memory_besid
 
     monkeypatch.setattr(plan.Plan, "load", load)
     monkeypatch.setattr(api, "_reference_of", reference_of)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text("\n".join(json.dumps({"id": f"j{i}", "problem": ref, "candidate": honest}) for i in (1, 2)) + "\n")
-    out = tmp_path / "r.jsonl"
-    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress",
-                   *[a for w in ALLOW for a in ("--allow", w)]])
-    capsys.readouterr()
-    assert rc == 0
-    got = {r.id: r for r in read_records(str(out))[0]}
+    got = _batch_of_two(tmp_path, ref, honest, capsys)
     assert got["j1"].verdict == "invalid" and got["j1"].fault == "memory", got["j1"]
     assert got["j2"].verdict == "pass" and got["j2"].vet_s > 0, got["j2"]
 
@@ -234,15 +239,8 @@ def test_a_shared_reference_made_again_during_a_vet_is_retried_after_its_worker_
     monkeypatch.setattr(api, "_reference_of", reference_of)
     monkeypatch.setattr(spawn.WorkerHandle, "request", request)
     monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text("\n".join(json.dumps({"id": f"j{i}", "problem": ref, "candidate": honest}) for i in (1, 2)) + "\n")
-    out = tmp_path / "r.jsonl"
-    rc = cli.main(["batch", "--manifest", str(manifest), "--out", str(out), "--device", "cpu", "--no-progress",
-                   *[a for w in ALLOW for a in ("--allow", w)]])
-    capsys.readouterr()
-    assert rc == 0
+    got = _batch_of_two(tmp_path, ref, honest, capsys)
     assert state["failed"], "no shared reference was made again during a candidate's plan"
-    got = {r.id: r for r in read_records(str(out))[0]}
     assert [got[i].verdict for i in ("j1", "j2")] == ["pass", "pass"], got
     assert state["asked"] >= 1
 

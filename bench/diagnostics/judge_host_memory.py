@@ -5,8 +5,11 @@ plan counts for the same holding (`sizes.footprint(...).host`). Runs anywhere, t
 a big problem scaled down keeps its ratios, and `--lean` holds every vet lean and judged on the
 host, as a big problem is on a CUDA card.
 
-    PYTHONPATH=src python3 bench/diagnostics/judge_host_memory.py OUT.json PROBLEM CANDIDATE \
+    PYTHONPATH=src python3 bench/diagnostics/judge_host_memory.py OUT.json PROBLEM [CANDIDATE] \
         [--vets 2] [--device cpu] [--lean] [--allow library-call ...]
+
+CANDIDATE defaults to the problem's own Model (`class ModelNew(Model): pass`, as
+bench/kernelbench_sweep.py writes its `ref` candidates).
 
 Not counted: the worker's process (its own copies of the outputs it sends through the host), and
 memory the allocator or the OS holds beyond live tensors. OUT.json keeps every sample.
@@ -24,7 +27,11 @@ import tempfile
 
 import torch
 
-from kernelvet import cli, sizes, spawn
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # bench/, for the sweep's candidates
+
+import kernelbench_sweep  # noqa: E402
+
+from kernelvet import cli, sizes, spawn  # noqa: E402
 
 
 def live_host_bytes() -> int:
@@ -45,7 +52,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("problem")
-    ap.add_argument("candidate")
+    ap.add_argument("candidate", nargs="?")
     ap.add_argument("--vets", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--lean", action="store_true")
@@ -78,6 +85,10 @@ def main(argv: list[str]) -> int:
     spawn.WorkerHandle.request = request
     with tempfile.TemporaryDirectory() as tmp:
         manifest, results = os.path.join(tmp, "m.jsonl"), os.path.join(tmp, "r.jsonl")
+        if a.candidate is None:
+            a.candidate = os.path.join(tmp, "ref.py")
+            with open(a.candidate, "w") as fh:
+                fh.write(kernelbench_sweep.reference_candidate(open(a.problem).read()))
         with open(manifest, "w") as fh:
             for i in range(a.vets):
                 fh.write(json.dumps({"id": f"v{i}", "problem": os.path.abspath(a.problem),
