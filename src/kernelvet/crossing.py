@@ -35,22 +35,15 @@ def moved(t: torch.Tensor, at: torch.device, dtype: torch.dtype | None = None) -
 
 def moved_home(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """An accelerator's tensor in fresh host memory, in `dtype` (its own if None), CHUNK elements at
-    a time through one pinned stage; one pageable copy where it is small, not contiguous (a whole
-    contiguous copy on the device first would take as much of it again), or nothing may be pinned."""
+    a time through one stage (`_through_stage`); one pageable copy where it is small, not contiguous
+    (a whole contiguous copy on the device first would take as much of it again), or staging is off."""
     dtype = dtype or t.dtype
     if t.device.type == "cpu" or not STAGE_PINNED or t.numel() <= CHUNK or not t.is_contiguous():
         return t.to("cpu", dtype)
-    try:
-        stage = torch.empty(CHUNK, dtype=dtype, pin_memory=True)
-    except RuntimeError:   # no pinned memory to be had here
-        return t.to("cpu", dtype)
-    src = t.view(-1)
     out = torch.empty(t.shape, dtype=dtype)
     dst = out.view(-1)
-    for sl in _slices(src.numel(), CHUNK):
-        n = sl.stop - sl.start
-        stage[:n].copy_(src[sl])   # synchronous: the stage is read only once it holds the slice
-        dst[sl].copy_(stage[:n])
+    for sl, part in _through_stage(t.view(-1), dtype, CHUNK):
+        dst[sl].copy_(part)
     return out
 
 
@@ -58,16 +51,23 @@ def host_slices(t: torch.Tensor):
     """A contiguous tensor's bytes in order, as memoryviews of one stage of CHUNK float32s' size
     (pinned where it may be), each valid until the next is asked for: an accelerator's output
     written into a message without a host copy of it whole (protocol.send)."""
-    src = t.detach().reshape(-1).view(torch.uint8)
-    size = min(4 * CHUNK, src.numel())
+    for _, part in _through_stage(t.detach().reshape(-1).view(torch.uint8), torch.uint8, 4 * CHUNK):
+        yield memoryview(part.numpy())
+
+
+def _through_stage(src: torch.Tensor, dtype: torch.dtype, elements: int):
+    """A flat contiguous tensor `elements` at a time through one host stage of `dtype` (pinned for
+    an accelerator's, where pinning is on and to be had): (slice, the stage holding that slice),
+    each valid until the next is asked for."""
+    size = min(elements, src.numel())
     try:
-        stage = torch.empty(size, dtype=torch.uint8, pin_memory=STAGE_PINNED and t.device.type != "cpu")
+        stage = torch.empty(size, dtype=dtype, pin_memory=STAGE_PINNED and src.device.type != "cpu")
     except RuntimeError:   # no pinned memory to be had here
-        stage = torch.empty(size, dtype=torch.uint8)
+        stage = torch.empty(size, dtype=dtype)
     for sl in _slices(src.numel(), max(size, 1)):
-        n = sl.stop - sl.start
-        stage[:n].copy_(src[sl])   # synchronous: the view below is read only once it holds the slice
-        yield memoryview(stage[:n].numpy())
+        part = stage[:sl.stop - sl.start]
+        part.copy_(src[sl])   # synchronous: the stage is read only once it holds the slice
+        yield sl, part
 
 
 def moved_whole(t: torch.Tensor, at: torch.device) -> torch.Tensor:
