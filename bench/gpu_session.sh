@@ -60,14 +60,16 @@ wait_for_free_device() {
   done
   echo "the device still holds $used MiB: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')"
 }
-# The host's and the device's memory every 2 s, into $1: seconds since the epoch, MemAvailable and
-# Committed_AS in GiB, the device's MiB in use, the three largest processes (resident GiB:pid:args),
+# The host's and the device's memory every 2 s, into $1: seconds since the epoch, MemAvailable,
+# Committed_AS and Shmem (memfds in flight among them) in GiB, the largest process's resident
+# anonymous and shared GiB, the device's MiB in use, the three largest processes (resident GiB:pid:args),
 # and after "apps" the device MiB each process holds (pid:MiB, the driver's account: a worker's share
 # is not the worker's word). A judge the host runs out of memory is killed without a word; this is
 # what says so.
 memory_log() {
   while true; do
-    echo "$(date +%s) $(awk '/MemAvailable|Committed_AS/{printf "%s %d ", $1, $2/1048576}' /proc/meminfo)gpu_mib $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1) $(ps -eo rss=,pid=,args= --sort=-rss | head -3 | awk '{printf "%dGiB:%s:%s:%s ", $1/1048576, $2, $4, $5}')apps $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null | tr -d ' ' | tr ',\n' ': ')" >> "$1"
+    top=$(ps -eo pid= --sort=-rss | head -1 | tr -d ' ')
+    echo "$(date +%s) $(awk '/MemAvailable|Committed_AS|^Shmem:/{printf "%s %d ", $1, $2/1048576}' /proc/meminfo)largest $(awk '/RssAnon|RssShmem/{printf "%s%d ", $1, $2/1048576}' /proc/$top/status 2>/dev/null)gpu_mib $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1) $(ps -eo rss=,pid=,args= --sort=-rss | head -3 | awk '{printf "%dGiB:%s:%s:%s ", $1/1048576, $2, $4, $5}')apps $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null | tr -d ' ' | tr ',\n' ': ')" >> "$1"
     sleep 2
   done
 }
