@@ -11,8 +11,11 @@ host, as a big problem is on a CUDA card.
 CANDIDATE defaults to the problem's own Model (`class ModelNew(Model): pass`, as
 bench/kernelbench_sweep.py writes its `ref` candidates).
 
-Not counted: the worker's process (its own copies of the outputs it sends through the host), and
-memory the allocator or the OS holds beyond live tensors. OUT.json keeps every sample.
+Beside the live tensors, each sample keeps the judge process's resident memory as the OS counts
+it (anonymous and shared: a received memfd is shared), its peak so far, and the host's Shmem (memfds
+in flight, mapped by nobody yet, among them), in bytes: what the tensors do not explain is the
+process's, the allocator's or the messages'. Not counted: the worker's process. OUT.json keeps
+every sample.
 """
 
 from __future__ import annotations
@@ -22,8 +25,12 @@ import collections
 import gc
 import json
 import os
+import resource
 import sys
 import tempfile
+import threading
+import time
+import traceback
 
 import torch
 
@@ -35,7 +42,13 @@ from kernelvet import cli, sizes, spawn  # noqa: E402
 
 
 def live_host_bytes() -> int:
-    seen, total = set(), 0
+    return sum(live_host_storages().values())
+
+
+def live_host_storages() -> dict[str, int]:
+    """Bytes of the live host tensors' storages (each counted once), by the dtype of the first
+    tensor seen on it."""
+    seen, by_dtype = set(), collections.Counter()
     for o in gc.get_objects():
         if isinstance(o, torch.Tensor) and o.device.type == "cpu":
             try:
@@ -44,8 +57,53 @@ def live_host_bytes() -> int:
                 continue
             if s.data_ptr() not in seen:
                 seen.add(s.data_ptr())
-                total += s.nbytes()
-    return total
+                by_dtype[str(o.dtype).removeprefix("torch.")] += s.nbytes()
+    return dict(by_dtype)
+
+
+def _kib_fields(path: str, names: tuple[str, ...]) -> dict[str, int]:
+    """Bytes of the `names` fields of a /proc file that counts in kB (absent: 0)."""
+    found = dict.fromkeys(names, 0)
+    try:
+        with open(path) as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in found:
+                    found[key] = int(rest.split()[0]) * 1024
+    except OSError:   # not Linux
+        pass
+    return found
+
+
+def resident() -> dict[str, int]:
+    """The process's resident bytes now (anonymous, shared), its peak so far, and the host's Shmem."""
+    own = _kib_fields("/proc/self/status", ("VmRSS", "RssAnon", "RssShmem"))
+    own["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    own["host Shmem"] = _kib_fields("/proc/meminfo", ("Shmem",))["Shmem"]
+    return own
+
+
+def _watch_rises(main_ident: int, samples: list, every_s: float = 0.02) -> list:
+    """A daemon thread's list of each new high of the process's resident bytes, sampled every
+    `every_s`: [resident bytes, the request last answered, where the judge's main thread was (its
+    innermost kernelvet frames)]. Says which step between requests (a comparison, a reference's
+    crossing) holds what the tensors counted at each request do not."""
+    rises = []
+
+    def watch():
+        top = 0
+        while True:
+            now = _kib_fields("/proc/self/status", ("VmRSS",))["VmRSS"]
+            if now > top + (64 << 20):
+                top = now
+                frame = sys._current_frames().get(main_ident)
+                where = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)
+                         if "kernelvet" in f.filename][-4:] if frame is not None else []
+                rises.append([now, samples[-1][0] if samples else None, where])
+            time.sleep(every_s)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return rises
 
 
 def main(argv: list[str]) -> int:
@@ -57,6 +115,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--lean", action="store_true")
     ap.add_argument("--allow", action="append", default=[])
+    ap.add_argument("--collect", action="store_true", help="after each request, collect cycles and count what that freed")
     a = ap.parse_args(argv)
     held = {}   # the problem's size (from the plan's own footprints) and the holding the vet follows
     real_plan, real_footprint = sizes.plan_for, sizes.footprint
@@ -79,10 +138,17 @@ def main(argv: list[str]) -> int:
 
     def request(self, type_, body=None, *x, **k):
         msg = real_request(self, type_, body, *x, **k)
-        samples.append((type_, live_host_bytes()))
+        storages = live_host_storages()
+        r = dict(resident(), **{f"tensors {k}": v for k, v in storages.items()})
+        if a.collect:   # what only the cycle collector would free: tensors kept by reference cycles
+            gc.collect()
+            r["in cycles"] = sum(storages.values()) - live_host_bytes()
+        samples.append((type_, sum(storages.values()), r))
         return msg
 
+
     spawn.WorkerHandle.request = request
+    rises = _watch_rises(threading.main_thread().ident, samples)
     with tempfile.TemporaryDirectory() as tmp:
         manifest, results = os.path.join(tmp, "m.jsonl"), os.path.join(tmp, "r.jsonl")
         if a.candidate is None:
@@ -99,23 +165,26 @@ def main(argv: list[str]) -> int:
     plan = {}
     size = held.get("shape_size") or held.get("size")
     if size is not None and "hold" in held:
-        fp = real_footprint(size, held["hold"])
+        fp = real_footprint(size, held["hold"], judge_device=a.device != "cpu")   # a CPU judge makes its references on the host
         plan = {"holding": held["hold"].describe(), "host_bytes": fp.host, "host_terms": fp.host_terms,
                 "output_bytes": size.output_elements * size.output_itemsize}
     unit = plan.get("output_bytes") or 1
     by_type = collections.defaultdict(list)
-    for t, b in samples:
+    for t, b, _ in samples:
         by_type[str(t)].append(b)
-    record = {"version": 1, "problem": os.path.basename(a.problem), "device": a.device, "lean": a.lean,
+    rss_top = {k: max((r[k] for _, _, r in samples), default=0) / unit for k in ("VmRSS", "RssAnon", "RssShmem", "peak", "host Shmem")}
+    record = {"version": 2, "problem": os.path.basename(a.problem), "device": a.device, "lean": a.lean,
               "exit": rc, "verdicts": verdicts, "plan": plan,
-              "peak_bytes": max((b for _, b in samples), default=0),
-              "peak_outputs": max((b for _, b in samples), default=0) / unit,
+              "peak_bytes": max((b for _, b, _ in samples), default=0),
+              "peak_outputs": max((b for _, b, _ in samples), default=0) / unit,
+              "resident_outputs": rss_top,
               "plan_outputs": plan.get("host_bytes", 0) / unit,
               "peak_by_request": {t: max(v) / unit for t, v in by_type.items()},
-              "samples": [[t, b] for t, b in samples]}
+              "rises": rises,
+              "samples": [[t, b, r] for t, b, r in samples]}
     with open(a.out, "w") as fh:
         json.dump(record, fh, indent=1)
-    print(json.dumps({k: record[k] for k in ("verdicts", "peak_outputs", "plan_outputs", "peak_by_request")}))
+    print(json.dumps({k: record[k] for k in ("verdicts", "peak_outputs", "plan_outputs", "resident_outputs", "peak_by_request")}))
     return 0
 
 

@@ -22,6 +22,7 @@ def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
     ref = ev.refs64[key]   # made now, while the values are here
     if ref.is_cuda:   # GPU path: the judge's float64 work done before the worker's next timed request
         torch.cuda.synchronize(ref.device)
+    del ref   # held here through the release below, it would be one reference more than the plan counts
     if worker:   # a set the worker held for one request: its reference served that request alone
         compact.drop_reference(ev, key)   # in the vet's view; below, in the layers beneath it
         for layer in (getattr(ev.refs64, "_own", None), getattr(ev.refs64, "_shared", None)):
