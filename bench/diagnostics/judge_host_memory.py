@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import ctypes
 import gc
 import json
 import os
@@ -99,6 +100,7 @@ def _watch_rises(main_ident: int, samples: list, every_s: float = 0.02) -> list:
                 frame = sys._current_frames().get(main_ident)
                 where = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)
                          if "kernelvet" in f.filename][-4:] if frame is not None else []
+                del frame   # kept, it would keep the judge's frames and their tensors alive after they return
                 rises.append([now, samples[-1][0] if samples else None, where])
             time.sleep(every_s)
 
@@ -116,6 +118,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--lean", action="store_true")
     ap.add_argument("--allow", action="append", default=[])
     ap.add_argument("--collect", action="store_true", help="after each request, collect cycles and count what that freed")
+    ap.add_argument("--trim", action="store_true", help="after each request, have the C allocator give back what it "
+                                                        "keeps of freed memory (malloc_trim) and count it")
     a = ap.parse_args(argv)
     held = {}   # the problem's size (from the plan's own footprints) and the holding the vet follows
     real_plan, real_footprint = sizes.plan_for, sizes.footprint
@@ -143,6 +147,9 @@ def main(argv: list[str]) -> int:
         if a.collect:   # what only the cycle collector would free: tensors kept by reference cycles
             gc.collect()
             r["in cycles"] = sum(storages.values()) - live_host_bytes()
+        if a.trim:   # what the C allocator kept of memory already freed, and gives back when asked
+            ctypes.CDLL(None).malloc_trim(0)
+            r["trimmed"] = r["VmRSS"] - resident()["VmRSS"]
         samples.append((type_, sum(storages.values()), r))
         return msg
 
