@@ -226,6 +226,41 @@ def test_a_lean_vet_frees_each_set_after_its_one_request_and_passes_an_honest_ke
     assert all(ev.refs64[c.values_of].device.type == "cpu" for c in ev.records("fresh", "timed"))
 
 
+def test_a_lean_judge_gives_back_the_host_memory_it_freed_between_requests_never_inside_one(monkeypatch):
+    """The C allocator keeps what the judge's comparisons freed (up to 4 outputs' worth at 256 MiB
+    an output, bench/results/2026-12-06-cpu/): a lean judge has it given back after each output it
+    compares and each set it lets go, never while a request (which its clock may bracket) is in
+    flight; a full holding, for small problems, never pays for it."""
+    from kernelvet import spawn
+    gave, in_flight = [], []
+    real_request = spawn.WorkerHandle.request
+
+    def request(self, *a, **k):
+        in_flight.append(True)
+        try:
+            return real_request(self, *a, **k)
+        finally:
+            in_flight.pop()
+
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    monkeypatch.setattr(sizes, "give_back_host", lambda: gave.append(bool(in_flight)))
+    assert vet_entry(by_name("softmax"), "cpu").verdict is Verdict.PASS
+    assert gave == []   # a small problem: the full holding
+    _lean(monkeypatch)
+    assert vet_entry(by_name("softmax"), "cpu").verdict is Verdict.PASS
+    assert len(gave) >= 10 and not any(gave), gave
+
+
+def test_giving_back_host_memory_is_a_no_op_where_the_c_library_cannot(monkeypatch):
+    sizes._malloc_trim.cache_clear()
+    monkeypatch.setattr(sizes.ctypes, "CDLL", lambda *a: object())   # a C library without malloc_trim
+    try:
+        sizes.give_back_host()
+    finally:
+        sizes._malloc_trim.cache_clear()
+    sizes.give_back_host()   # glibc's, where there is one
+
+
 def test_a_lean_vet_reads_each_output_once_against_each_reference_it_is_compared_with(monkeypatch):
     """A big output judged on the host costs seconds a pass: its error with and without the
     problem's floor, and row by row, come from one pass over the pair (metrics.compare), for the

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from . import bits_digest, metrics
+from . import bits_digest, metrics, sizes
 
 PHASES = frozenset({"warmup", "overwrite", "probe", "timed", "unseen", "loop"})
 # values_of: a set used for this record alone (the overwrite's values stay in set A for the timing)
@@ -54,6 +54,7 @@ def settle(ev, rec) -> None:
         as_seen = () if key is None else (_as_seen(ev, rec, key),)
         ev.known(fn, value, stand, *as_seen, *more)
     rec.output = stand
+    sizes.give_back_host()   # the comparisons' freed temporaries, before the next reply arrives
 
 
 def _facts(ev, rec, out) -> list[tuple]:

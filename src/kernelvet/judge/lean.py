@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from .. import compact, crossing
+from .. import compact, crossing, sizes
 from ..evidence import Evidence
 
 
@@ -31,6 +31,7 @@ def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
     for held in (values, getattr(values, "_own", None), getattr(values, "_shared", None)):
         if held is not None:
             held.pop(key, None)
+    sizes.give_back_host()   # the set's and its reference's work, before the worker's next request
     if not worker:
         return set()
     msg = w.request("release", {"sets": [key]})
