@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import ctypes
 import gc
 import json
 import os
@@ -148,11 +147,10 @@ def main(argv: list[str]) -> int:
             gc.collect()
             r["in cycles"] = sum(storages.values()) - live_host_bytes()
         if a.trim:   # what the C allocator kept of memory already freed, and gives back when asked
-            ctypes.CDLL(None).malloc_trim(0)
+            sizes.give_back_host()
             r["trimmed"] = r["VmRSS"] - resident()["VmRSS"]
         samples.append((type_, sum(storages.values()), r))
         return msg
-
 
     spawn.WorkerHandle.request = request
     rises = _watch_rises(threading.main_thread().ident, samples)
