@@ -9,6 +9,9 @@ import re
 
 import pytest
 import torch
+import hypothesis
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kernelvet import metrics, sizes, vet
 from kernelvet.errors import HarnessError, ProblemError, UsageError
@@ -425,10 +428,65 @@ def test_index_mismatches_counts_only_non_extremes():
     with rec:
         ref = torch.argmax(x, dim=1)
     ties = rec.ties_of(ref)
-    assert ties is not None and ties.dim == 1
+    assert ties is not None and ties.n == 3 and ties.rows.tolist() == [0, 1]
     assert index_ties.mismatches(torch.tensor([2, 2]), ref, ties) == 0
     assert index_ties.mismatches(torch.tensor([0, 1]), ref, ties) == 2
     assert index_ties.mismatches(torch.tensor([7, -1]), ref, ties) == 2   # out of range is never right
+
+
+def _brute_mismatches(x, out, ref, dim, keepdim):
+    """The definition: an index is right where its value is the extreme torch's own index holds."""
+    if dim is None:
+        x, dim, out, ref = x.reshape(-1), 0, out.reshape(1), ref.reshape(1)
+    elif not keepdim:
+        out, ref = out.unsqueeze(dim), ref.unsqueeze(dim)
+    n = x.shape[dim]
+    got, want = x.gather(dim, out.clamp(0, n - 1)), x.gather(dim, ref)
+    ok = (out >= 0) & (out < n) & ((got == want) | (torch.isnan(got) & torch.isnan(want)))
+    return int((~ok).sum())
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data(),
+       kind=st.sampled_from(["argmax", "argmin"]), nan=st.booleans(), seed=st.integers(0, 2**16))
+def test_index_ties_agree_with_their_definition(shape, data, kind, nan, seed):
+    from kernelvet import index_ties
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 3, shape, generator=g).double()
+    if nan:
+        x.view(-1)[seed % x.numel()] = float("nan")
+    dim = data.draw(st.one_of(st.none(), st.integers(0, len(shape) - 1)))
+    keepdim = dim is not None and data.draw(st.booleans())
+    rec = index_ties.Recorder()
+    with rec:
+        ref = getattr(torch, kind)(x) if dim is None else getattr(torch, kind)(x, dim=dim, keepdim=keepdim)
+    n = x.numel() if dim is None else x.shape[dim]
+    out = torch.randint(-1, n + 1, ref.shape, generator=g)
+    ties = rec.ties_of(ref)
+    assert index_ties.mismatches(out, ref, ties) == _brute_mismatches(x, out, ref, dim, keepdim)
+    assert index_ties.mismatches(ref, ref, ties) == 0
+
+
+def test_index_ties_keep_the_tied_rows_not_a_copy_of_the_values():
+    """A float64 copy of what an argmax ran over, kept with each reference, is 16 GiB a set at
+    KernelBench's argmax size; the ties keep one byte an index of tied rows only."""
+    from kernelvet import index_ties
+    x = torch.randn(64, 512, 33, dtype=torch.float64)
+    x[3, :, 7] = 2.0   # one element's extreme held by every index
+    rec = index_ties.Recorder()
+    with rec:
+        ref = torch.argmax(x, dim=1)
+    ties = rec.ties_of(ref)
+    assert ties.rows.tolist() == [3 * 33 + 7] and ties.nbytes == 8 + 512
+    other = ref.clone()
+    other[3, 7] = 100   # any index of the tied element
+    assert index_ties.mismatches(other, ref, ties) == 0
+    other[0, 0] = (ref[0, 0] + 1) % 512   # not an extreme of an untied one
+    assert index_ties.mismatches(other, ref, ties) == 1
+    flat = torch.zeros(1000, 300, dtype=torch.float64)
+    with index_ties.Recorder() as rec:
+        ref = torch.argmin(flat, dim=1)
+    assert rec.ties_of(ref).nbytes == 1000 * (8 + 300) < flat.nbytes / 7
 
 
 def test_a_problem_too_large_for_the_workers_memory_is_refused_before_it_runs(tmp_path):

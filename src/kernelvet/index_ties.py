@@ -2,10 +2,16 @@
 
 Where the reference's output is the result of an argmax or argmin, any index whose value equals
 the extreme is as right as the one torch picked (its first). The judge records, while it computes
-the float64 reference, which argmax/argmin produced the output and over what values
-(`Recorder`), and `mismatches` counts only indices whose value is not the extreme. The values
-are the reference's own, in float64: the candidate's float32 inputs converted exactly, so an
-equal value there is an equal value in the candidate's arithmetic.
+the float64 reference, which argmax/argmin produced the output and, for the elements of it whose
+extreme more than one index holds, which indices those are (`Recorder`); `mismatches` counts only
+indices whose value is not the extreme. The values are the reference's own, in float64: the
+candidate's float32 inputs converted exactly, so an equal value there is an equal value in the
+candidate's arithmetic.
+
+Only the tied rows are kept, one byte an index: a float64 copy of what the index ran over, kept
+with each reference, held a lean judge 16 GiB a set at KernelBench's argmax size (128 x 4096 x
+4095) and the host ran out of memory. Random inputs have almost no ties; an input of one repeated
+value keeps one byte an element, an eighth of that copy.
 """
 
 from __future__ import annotations
@@ -20,13 +26,43 @@ _OPS = {"aten::argmax": "max", "aten::argmin": "min"}
 
 @dataclasses.dataclass(frozen=True)
 class Ties:
-    values: torch.Tensor   # what the index runs over, float64 (flattened when the op had no dim)
-    dim: int
-    keepdim: bool
+    """An index output's other right answers. Its elements, flattened (keepdim's dim of one
+    dropped), each index one row of `n` values; `rows`: the elements whose extreme more than one
+    index holds, `extremes[i, j]`: whether index j holds row `rows[i]`'s extreme. Every other
+    element has one right answer, the reference's own."""
+    n: int
+    rows: torch.Tensor       # int64 [k]
+    extremes: torch.Tensor   # bool [k, n]
+
+    def to(self, device) -> "Ties":
+        return dataclasses.replace(self, rows=self.rows.to(device), extremes=self.extremes.to(device))
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.numel() * 8 + self.extremes.numel()
+
+
+def ties_over(x: torch.Tensor, dim: int | None, kind: str) -> Ties:
+    """The ties of an argmax (`kind` "max") or argmin ("min") of `x` over `dim` (None: flattened).
+    NaN counts as the extreme, as torch's argmax and argmin take it. Beside `x`, it makes one byte
+    an element (which indices hold the extreme), never a copy of `x`'s values."""
+    x = x.detach()
+    if dim is None or x.dim() == 0:
+        x, dim = x.reshape(-1), 0
+    dim = int(dim) % x.dim()
+    n = x.shape[dim]
+    extreme = (x.amax if kind == "max" else x.amin)(dim=dim, keepdim=True)
+    mask = x == extreme
+    if torch.isnan(extreme).any():
+        mask |= torch.isnan(x) & torch.isnan(extreme)
+    tied = (mask.sum(dim=dim) > 1).reshape(-1).nonzero().reshape(-1)
+    if not tied.numel():
+        return Ties(n, tied, torch.zeros(0, n, dtype=torch.bool, device=x.device))
+    return Ties(n, tied, mask.movedim(dim, -1).reshape(-1, n)[tied])
 
 
 class Recorder(TorchDispatchMode):
-    """Every argmax/argmin of one forward: its output and what it ran over."""
+    """Every argmax/argmin of one forward: its output and its ties."""
 
     def __init__(self):
         super().__init__()
@@ -35,13 +71,10 @@ class Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if func._schema.name in _OPS and isinstance(out, torch.Tensor):
-            x = args[0]
+        kind = _OPS.get(func._schema.name)
+        if kind is not None and isinstance(out, torch.Tensor):
             dim = args[1] if len(args) > 1 else kwargs.get("dim")
-            keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
-            if dim is None:
-                x, dim, keepdim = x.reshape(-1), 0, False
-            self.seen.append((out, Ties(x.detach(), int(dim) % max(x.dim(), 1), keepdim)))
+            self.seen.append((out, ties_over(args[0], dim, kind)))
         return out
 
     def ties_of(self, out: torch.Tensor) -> Ties | None:
@@ -53,14 +86,12 @@ class Recorder(TorchDispatchMode):
 
 def mismatches(out: torch.Tensor, ref: torch.Tensor, ties: Ties) -> int:
     """Elements of `out` that are not an index of the extreme (ref holds torch's own choice)."""
-    values = ties.values.to(ref.device)
-    o = out.to(ref.device, torch.int64)
-    r = ref.to(torch.int64)
-    n = values.shape[ties.dim] if values.dim() else 1
-    valid = (o >= 0) & (o < n)
-    oc, rc = o.clamp(0, max(n - 1, 0)), r
-    if not ties.keepdim and values.dim():
-        oc, rc, valid = oc.unsqueeze(ties.dim), rc.unsqueeze(ties.dim), valid.unsqueeze(ties.dim)
-    got, want = values.gather(ties.dim, oc), values.gather(ties.dim, rc)
-    ok = valid & ((got == want) | (torch.isnan(got) & torch.isnan(want)))
+    o = out.to(ref.device, torch.int64).reshape(-1)
+    ok = o == ref.to(torch.int64).reshape(-1)
+    if ties.rows.numel():
+        rows, extremes = ties.rows.to(ref.device), ties.extremes.to(ref.device)
+        got = o[rows]
+        valid = (got >= 0) & (got < ties.n)
+        held = extremes.gather(1, got.clamp(0, max(ties.n - 1, 0)).unsqueeze(1)).squeeze(1)
+        ok[rows] |= valid & held
     return int((~ok).sum().item())

@@ -3,8 +3,6 @@ and float64 references made on the device kept where the checks compare."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from .. import compact, crossing, sizes
@@ -49,5 +47,5 @@ def _moved(ref: torch.Tensor, where: torch.device, dtype: torch.dtype | None = N
     ties = getattr(ref, "index_ties", None)
     out = crossing.moved(ref, where, dtype)
     if ties is not None:
-        out.index_ties = dataclasses.replace(ties, values=ties.values.to(where))
+        out.index_ties = ties.to(where)
     return out
