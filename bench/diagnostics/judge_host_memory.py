@@ -14,8 +14,10 @@ bench/kernelbench_sweep.py writes its `ref` candidates).
 Beside the live tensors, each sample keeps the judge process's resident memory as the OS counts
 it (anonymous and shared: a received memfd is shared), its peak so far, and the host's Shmem (memfds
 in flight, mapped by nobody yet, among them), in bytes: what the tensors do not explain is the
-process's, the allocator's or the messages'. Not counted: the worker's process. OUT.json keeps
-every sample.
+process's, the allocator's or the messages'. On a CUDA judge each sample and the rise log also
+keep the judge's device memory and the device's whole use (the worker's with it): where a judge
+runs out of device memory, the rise log names the step. Not counted: the worker's host memory.
+OUT.json keeps every sample.
 """
 
 from __future__ import annotations
@@ -76,31 +78,48 @@ def _kib_fields(path: str, names: tuple[str, ...]) -> dict[str, int]:
 
 
 def resident() -> dict[str, int]:
-    """The process's resident bytes now (anonymous, shared), its peak so far, and the host's Shmem."""
+    """The process's resident bytes now (anonymous, shared), its peak so far, and the host's Shmem;
+    on a CUDA judge also its device memory (`device_memory`)."""
     own = _kib_fields("/proc/self/status", ("VmRSS", "RssAnon", "RssShmem"))
     own["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     own["host Shmem"] = _kib_fields("/proc/meminfo", ("Shmem",))["Shmem"]
-    return own
+    return dict(own, **device_memory())
+
+
+def device_memory() -> dict[str, int]:
+    """The judge's device memory (torch's allocated and reserved bytes, the peak reserved so far)
+    and the device's whole use, the worker's included, once the judge has started CUDA; else none."""
+    if not torch.cuda.is_initialized():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"device allocated": torch.cuda.memory_allocated(), "device reserved": torch.cuda.memory_reserved(),
+            "device peak reserved": torch.cuda.max_memory_reserved(), "device used": total - free}
 
 
 def _watch_rises(main_ident: int, samples: list, every_s: float = 0.02) -> list:
-    """A daemon thread's list of each new high of the process's resident bytes, sampled every
-    `every_s`: [resident bytes, the request last answered, where the judge's main thread was (its
-    innermost kernelvet frames)]. Says which step between requests (a comparison, a reference's
-    crossing) holds what the tensors counted at each request do not."""
+    """A daemon thread's list of each new high of the process's resident bytes and (a CUDA judge)
+    of its reserved device bytes, sampled every `every_s`: [bytes, the request last answered, where
+    the judge's main thread was (its innermost kernelvet frames), "host" or "device"]. Says which
+    step between requests (a comparison, a reference's making or crossing) holds what the samples
+    at each request do not."""
     rises = []
 
+    def where() -> list[str]:
+        frame = sys._current_frames().get(main_ident)
+        found = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)
+                 if "kernelvet" in f.filename][-4:] if frame is not None else []
+        del frame   # kept, it would keep the judge's frames and their tensors alive after they return
+        return found
+
     def watch():
-        top = 0
+        top = {"host": 0, "device": 0}
         while True:
-            now = _kib_fields("/proc/self/status", ("VmRSS",))["VmRSS"]
-            if now > top + (64 << 20):
-                top = now
-                frame = sys._current_frames().get(main_ident)
-                where = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)
-                         if "kernelvet" in f.filename][-4:] if frame is not None else []
-                del frame   # kept, it would keep the judge's frames and their tensors alive after they return
-                rises.append([now, samples[-1][0] if samples else None, where])
+            now = {"host": _kib_fields("/proc/self/status", ("VmRSS",))["VmRSS"],
+                   "device": torch.cuda.memory_reserved() if torch.cuda.is_initialized() else 0}
+            for kind, n in now.items():
+                if n > top[kind] + (64 << 20):
+                    top[kind] = n
+                    rises.append([n, samples[-1][0] if samples else None, where(), kind])
             time.sleep(every_s)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -177,8 +196,9 @@ def main(argv: list[str]) -> int:
     by_type = collections.defaultdict(list)
     for t, b, _ in samples:
         by_type[str(t)].append(b)
-    rss_top = {k: max((r[k] for _, _, r in samples), default=0) / unit for k in ("VmRSS", "RssAnon", "RssShmem", "peak", "host Shmem")}
-    record = {"version": 2, "problem": os.path.basename(a.problem), "device": a.device, "lean": a.lean,
+    rss_top = {k: max((r.get(k, 0) for _, _, r in samples), default=0) / unit
+               for k in ("VmRSS", "RssAnon", "RssShmem", "peak", "host Shmem", "device reserved", "device used")}
+    record = {"version": 3, "problem": os.path.basename(a.problem), "device": a.device, "lean": a.lean,
               "exit": rc, "verdicts": verdicts, "plan": plan,
               "peak_bytes": max((b for _, b, _ in samples), default=0),
               "peak_outputs": max((b for _, b, _ in samples), default=0) / unit,
