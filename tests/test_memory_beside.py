@@ -177,9 +177,43 @@ def test_the_candidate_side_is_read_after_the_worker_was_asked_for_its_cache(tmp
     monkeypatch.setattr(spawn.WorkerHandle, "request", request)
     monkeypatch.setattr(memory_beside, "candidate_side", side)
     ref, honest = _problem(tmp_path)
-    with pytest.raises(OutOfMemoryBesideCandidate):
+    with pytest.raises(OutOfMemoryBesideCandidate, match=r"\(OutOfMemoryError at kernelvet/\S+:\d+ in \w+\)"):
         vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
-    assert order[:2] == ["release", "read"], order
+    # made once more after the worker gave its cache back, then its side read after it was asked again
+    assert order == ["release", "release", "read"], order
+
+
+def test_a_comparison_that_runs_out_once_as_an_output_arrives_is_made_again_after_the_worker_returns_its_cache(
+        tmp_path, monkeypatch):
+    """A lean vet compares each output as it arrives. On a card where an honest worker's allocator
+    keeps the blocks of the outputs it freed (50 GiB beside an 8 GiB output on an H100), the judge's
+    comparison runs out: made again once the worker gave them back, the vet goes on."""
+    from kernelvet import metrics
+
+    from .test_sizes import _lean
+    _lean(monkeypatch)
+    started, failed_once, asked = _plan_started(monkeypatch), [], []
+    real_compare, real_request = metrics._compare, spawn.WorkerHandle.request
+
+    def compare(*a, **k):
+        if started and not failed_once:
+            failed_once.append(1)
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return real_compare(*a, **k)
+
+    def request(self, type_, body=None, *a, **k):
+        if type_ == "release" and (body or {}).get("empty_cache"):
+            asked.append(len(failed_once))
+        return real_request(self, type_, body, *a, **k)
+
+    monkeypatch.setattr(metrics, "_compare", compare)
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
+    ref, honest = _problem(tmp_path)
+    report = vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
+    assert failed_once, "no comparison was made during the candidate's plan"
+    assert report.verdict is Verdict.PASS, report.dumps()
+    assert asked and asked[0] == 1, asked   # the worker asked for its cache once the comparison ran out
 
 
 def test_a_batch_vets_the_problems_other_candidates_after_an_out_of_memory_beside_one(tmp_path, monkeypatch, capsys):

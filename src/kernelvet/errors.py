@@ -3,6 +3,9 @@
 A candidate that misbehaves is never an exception: it is a `reject` verdict with findings.
 """
 
+import os
+import traceback
+
 
 class UsageError(Exception):
     """The user gave us something we cannot work with (bad flag, missing file, malformed problem).
@@ -39,3 +42,14 @@ class ProblemError(HarnessError):
     Not the candidate's fault and not a usage mistake: an `error` verdict about the problem (exit 3),
     whose message names the problem file.
     """
+
+
+def raised_at(exc: BaseException) -> str:
+    """' at kernelvet/FILE:LINE in FUNCTION': the innermost frame of kernelvet's own that raised
+    `exc` (what a report of the fault needs; the rest of the traceback is not kept); '' if none."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    ours = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename).startswith(root + os.sep)]
+    if not ours:
+        return ""
+    f = ours[-1]
+    return f" at kernelvet/{os.path.relpath(f.filename, root)}:{f.lineno} in {f.name}"

@@ -100,6 +100,9 @@ class Evidence:
     # settled under a lean holding, by digest (compact.settle)
     digest_key: int = dataclasses.field(default_factory=lambda: int.from_bytes(os.urandom(16), "little"), repr=False)
     settled_bits: dict = dataclasses.field(default_factory=dict, repr=False)
+    # asks the candidate's worker, between requests, for its allocator's free device blocks; True
+    # where it gave them (set by the judge for the candidate's plan; None: no retry)
+    device_room: Any = dataclasses.field(default=None, repr=False, compare=False)
     _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def add_call(self, phase: str, set_id: int, values_of: int, meta: dict, output: torch.Tensor | None) -> None:
@@ -111,16 +114,31 @@ class Evidence:
         from . import compact
         settle_now = output is not None and phase in compact.PHASES and (self.extra.get("holding") or {}).get("lean")
         if output is not None:
-            compared = self._comparable(output)
-            if settle_now:
-                output = compared
-            else:
-                output = crossing.moved(output, self.judged_on)   # a big one to the host through a pinned stage
-                if compared.device.type != "cpu" and self.judged_on.type == "cpu":
-                    self._compared_where_arrived(compared, output, values_of)
+            output = self.with_room(lambda: self._placed(output, settle_now, values_of))
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
         if settle_now:   # a big problem: compared now, a stand-in kept (its blocks go back to the device
-            compact.settle(self, self.calls[-1])   # before the next request: spawn.Worker.give_back)
+            self.with_room(lambda: compact.settle(self, self.calls[-1]))   # before the next request)
+
+    def _placed(self, output: torch.Tensor, settle_now: bool, values_of) -> torch.Tensor:
+        compared = self._comparable(output)
+        if settle_now:
+            return compared
+        kept = crossing.moved(output, self.judged_on)   # a big one to the host through a pinned stage
+        if compared.device.type != "cpu" and self.judged_on.type == "cpu":
+            self._compared_where_arrived(compared, kept, values_of)
+        return kept
+
+    def with_room(self, step):
+        """`step()`, and where the device runs out, once more if the candidate's worker gave its
+        allocator's free blocks back (`device_room`, judge/memory_beside.py): an honest worker
+        caches the outputs and copies it freed, an H100 worker 50 GiB of them beside a judge
+        comparing an 8 GiB output. A second out-of-memory is the judge's to attribute."""
+        try:
+            return step()
+        except torch.OutOfMemoryError:   # left before the retry: the failed step's tensors go with its frames
+            if self.device_room is None or not self.device_room():
+                raise
+        return step()
 
     def _comparable(self, out: torch.Tensor) -> torch.Tensor:
         """`out`, or where it is big, came through the host, and is judged there in a vet on an

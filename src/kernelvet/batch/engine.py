@@ -11,11 +11,10 @@ device (a group is the unit that shares a reference), and yields the same record
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Iterable, Iterator, Protocol
 
-from ..errors import HarnessError, OutOfMemoryBesideCandidate, ProblemError, UsageError
+from ..errors import HarnessError, OutOfMemoryBesideCandidate, ProblemError, UsageError, raised_at
 from ..report import Status, Verdict
 from .jobs import Job, ProblemGroup
 from .results import Record
@@ -74,7 +73,7 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
         return Record(**base, verdict="error", error=str(exc), fault="harness",
                       vet_s=time.monotonic() - t0, finished_at=time.time())
     except Exception as exc:  # noqa: BLE001 - one job's internal failure must not end a run of thousands
-        return Record(**base, verdict="error", error=f"internal error{_where(exc)}: {type(exc).__name__}: {exc}",
+        return Record(**base, verdict="error", error=f"internal error{raised_at(exc)}: {type(exc).__name__}: {exc}",
                       fault="harness", vet_s=time.monotonic() - t0, finished_at=time.time())
     errors = "; ".join(f"{f.check}: {f.summary}" for f in report.findings if f.status is Status.ERROR)
     return Record(**base, verdict=str(report.verdict), error=errors if report.verdict is Verdict.ERROR else None,
@@ -85,18 +84,6 @@ def vet_job(job: Job, reference, launcher, options: VetOptions) -> Record:
                   finished_at=time.time(), phases_s={k: round(float(v), 4) for k, v in report.phases_s.items()
                                                           if isinstance(v, (int, float))},
                   requests_s=dict(report.requests_s) or None)
-
-
-def _where(exc: BaseException) -> str:
-    """' at kernelvet/FILE:LINE in FUNCTION': the innermost frame of kernelvet's own that raised
-    `exc` (what a report of the fault needs; the rest of the traceback is not kept)."""
-    import traceback
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ours = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename).startswith(root + os.sep)]
-    if not ours:
-        return ""
-    f = ours[-1]
-    return f" at kernelvet/{os.path.relpath(f.filename, root)}:{f.lineno} in {f.name}"
 
 
 def _timing(report) -> dict | None:

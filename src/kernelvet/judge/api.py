@@ -395,6 +395,7 @@ class _Vet:
         plan = Plan.of(ev, self.w, self.values, keys.fresh, self.settings, unseen=keys.unseen, again=keys.again,
                        waived=waived, audit_mode=audit, phases=self.phases,
                        before_clocks=self._spare_ready if early else None)
+        ev.device_room = functools.partial(memory_beside.cache_returned, self.w)   # the judge's own steps, retried
         try:
             try:
                 self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
@@ -404,7 +405,7 @@ class _Vet:
                                  f"references) took longer than the --timeout of {self.timeout:g} s (not the "
                                  "candidate's doing; raise --timeout or shrink the problem)") from None
             self.phases["candidate"] = time.monotonic() - t0
-            self.findings = self._findings(waived)
+            self.findings = ev.with_room(lambda: self._findings(waived))
         except memory_beside.JUDGES_OWN as exc:   # the judge's, beside the candidate's worker
             memory_beside.cache_returned(self.w)   # what it holds, not what its allocator keeps free
             ev.worker_end = memory_beside.whose(exc, self.dev, self.size, self.hold)   # else raised: exit 2
@@ -413,6 +414,8 @@ class _Vet:
             memory_beside.wait_for_release(self.dev, memory_beside.planned_share(self.size, self.hold))
             self.phases["candidate"] = time.monotonic() - t0
             self.findings = self._findings(waived)
+        finally:
+            ev.device_room = None   # the worker's handle is not the report's to keep
 
     def _findings(self, waived) -> tuple:
         # Before the worker ends and the next one starts: judged on the host, the checks' last

@@ -14,9 +14,10 @@ own (any process the worker started counts on its side). Beyond the margin, the 
 `worker` check fails with both numbers. Within it, the problem does not fit this device beside
 this candidate: exit 2 for this candidate alone (errors.OutOfMemoryBesideCandidate).
 
-Before either, a float64 reference the judge makes during the plan (an unseen set's, a loop's) that
-runs out is made once more after the worker gave its allocator's free blocks back to the device
-(`with_cache_returned`), and the side is read only once the worker was asked to (`cache_returned`):
+Before either, a float64 reference the judge makes during the plan (an unseen set's, a loop's), a
+comparison of an output as it arrives and the checks' arithmetic that run out are made once more
+after the worker gave its allocator's free blocks back to the device (`with_cache_returned`,
+Evidence.with_room), and the side is read only once the worker was asked to (`cache_returned`):
 blocks a worker keeps cached hold nothing, yet count on its side by the device's account, and an
 honest worker frees and caches outputs, copies and paint of the output's size in every call (an
 H100 worker timing a 4 GiB output held 54.1 GiB by the device's account, against a plan of
@@ -30,7 +31,7 @@ import time
 import torch
 
 from .. import sizes, spawn
-from ..errors import MachineOutOfMemory, OutOfMemoryBesideCandidate, UsageError
+from ..errors import MachineOutOfMemory, OutOfMemoryBesideCandidate, UsageError, raised_at
 
 _gib = sizes._gib
 
@@ -66,7 +67,7 @@ def whose(exc: BaseException, device, size: sizes.ProblemSize, hold: sizes.Holdi
     record where the candidate's side holds more than its plan allows; else raises
     OutOfMemoryBesideCandidate, saying what each side held."""
     said = str(exc) if isinstance(exc, UsageError) else \
-        f"the judge ran out of memory on {device} ({type(exc).__name__})"
+        f"the judge ran out of memory on {device} ({type(exc).__name__}{raised_at(exc)})"
     side, planned = candidate_side(device), planned_share(size, hold)
     if side is not None and side > allowed(planned):
         return (f"the judge ran out of the device's memory beside the candidate's worker, which held "

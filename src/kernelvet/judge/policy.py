@@ -28,7 +28,7 @@ def _parse_allow(allow) -> frozenset[CheckId]:
 def _early_failure(ev: Evidence, waived) -> str | None:
     """A check that already fails on the evidence so far: the rest of the plan cannot save the
     candidate, so it is not run (an early reject costs a fraction of a full vet)."""
-    f = checks.first_failure(ev, waived, memory_beside.JUDGES_OWN)
+    f = ev.with_room(lambda: checks.first_failure(ev, waived, memory_beside.JUDGES_OWN))
     return str(f.check) if f is not None else None
 
 
