@@ -124,32 +124,41 @@ def test_a_judges_own_torch_out_of_memory_during_the_plan_is_judged_the_same(tmp
         vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
 
 
+def _runs_out_once(monkeypatch, owner, name: str, exc: BaseException) -> tuple[list, list]:
+    """`owner.name` raises `exc` the first time it runs during a candidate's plan. Returns that
+    call's arguments (once it happened) and the worker's `release` requests, in order, each marked
+    whether it came after that failure."""
+    started, failed_once, asked = _plan_started(monkeypatch), [], []
+    real, real_request = getattr(owner, name), spawn.WorkerHandle.request
+
+    def once(*a, **k):
+        if started and not failed_once:
+            failed_once.append(a)
+            raise exc
+        return real(*a, **k)
+
+    def request(self, type_, body=None, *a, **k):
+        if type_ == "release":
+            asked.append(dict(body or {}, after_failure=bool(failed_once)))
+        return real_request(self, type_, body, *a, **k)
+
+    monkeypatch.setattr(owner, name, once)
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
+    return failed_once, asked
+
+
 def test_a_reference_that_runs_out_once_during_the_plan_is_made_again_after_the_worker_returns_its_cache(
         tmp_path, monkeypatch):
     """An honest worker's allocator keeps the blocks of outputs and copies it freed: the judge asks
     for them back (a `release` with `empty_cache`) before it calls the device full."""
-    started, failed_once, asked = _plan_started(monkeypatch), [], []
-    real_ref, real_request = api._reference_of, spawn.WorkerHandle.request
-
-    def reference_of(*a, **k):
-        if started and not failed_once:
-            failed_once.append(a[-1])
-            raise ReferenceOutOfMemory("p.py: the float64 reference (Model.forward) ran out of memory on cuda:0")
-        return real_ref(*a, **k)
-
-    def request(self, type_, body=None, *a, **k):
-        if type_ == "release":
-            asked.append(dict(body or {}))
-        return real_request(self, type_, body, *a, **k)
-
-    monkeypatch.setattr(api, "_reference_of", reference_of)
-    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
-    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
+    failed_once, asked = _runs_out_once(monkeypatch, api, "_reference_of", ReferenceOutOfMemory(
+        "p.py: the float64 reference (Model.forward) ran out of memory on cuda:0"))
     ref, honest = _problem(tmp_path)
     report = vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
     assert failed_once, "no reference was made during the candidate's plan"
     assert report.verdict is Verdict.PASS, report.dumps()
-    assert {"empty_cache": True} in asked, asked
+    assert any(body.get("empty_cache") for body in asked), asked
 
 
 def test_the_candidate_side_is_read_after_the_worker_was_asked_for_its_cache(tmp_path, monkeypatch):
@@ -192,28 +201,14 @@ def test_a_comparison_that_runs_out_once_as_an_output_arrives_is_made_again_afte
 
     from .test_sizes import _lean
     _lean(monkeypatch)
-    started, failed_once, asked = _plan_started(monkeypatch), [], []
-    real_compare, real_request = metrics._compare, spawn.WorkerHandle.request
-
-    def compare(*a, **k):
-        if started and not failed_once:
-            failed_once.append(1)
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
-        return real_compare(*a, **k)
-
-    def request(self, type_, body=None, *a, **k):
-        if type_ == "release" and (body or {}).get("empty_cache"):
-            asked.append(len(failed_once))
-        return real_request(self, type_, body, *a, **k)
-
-    monkeypatch.setattr(metrics, "_compare", compare)
-    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
-    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
+    failed_once, asked = _runs_out_once(monkeypatch, metrics, "_compare",
+                                        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB"))
     ref, honest = _problem(tmp_path)
     report = vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
     assert failed_once, "no comparison was made during the candidate's plan"
     assert report.verdict is Verdict.PASS, report.dumps()
-    assert asked and asked[0] == 1, asked   # the worker asked for its cache once the comparison ran out
+    # the worker was asked for its cache once the comparison ran out, not before
+    assert [body["after_failure"] for body in asked if body.get("empty_cache")][:1] == [True], asked
 
 
 def test_a_batch_vets_the_problems_other_candidates_after_an_out_of_memory_beside_one(tmp_path, monkeypatch, capsys):
