@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
+import hypothesis
 import pytest
 import torch
-import hypothesis
 from hypothesis import given
 from hypothesis import strategies as st
 

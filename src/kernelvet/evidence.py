@@ -100,9 +100,9 @@ class Evidence:
     # settled under a lean holding, by digest (compact.settle)
     digest_key: int = dataclasses.field(default_factory=lambda: int.from_bytes(os.urandom(16), "little"), repr=False)
     settled_bits: dict = dataclasses.field(default_factory=dict, repr=False)
-    # asks the candidate's worker, between requests, for its allocator's free device blocks; True
-    # where it gave them (set by the judge for the candidate's plan; None: no retry)
-    device_room: Any = dataclasses.field(default=None, repr=False, compare=False)
+    # runs a step of the judge's own, once more where the device ran out after the candidate's worker
+    # gave its allocator's free blocks back (set by the judge for the candidate's plan; None: once)
+    room_retry: Any = dataclasses.field(default=None, repr=False, compare=False)
     _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def add_call(self, phase: str, set_id: int, values_of: int, meta: dict, output: torch.Tensor | None) -> None:
@@ -130,15 +130,10 @@ class Evidence:
 
     def with_room(self, step):
         """`step()`, and where the device runs out, once more if the candidate's worker gave its
-        allocator's free blocks back (`device_room`, judge/memory_beside.py): an honest worker
+        allocator's free blocks back (`room_retry`, judge/memory_beside.once_more): an honest worker
         caches the outputs and copies it freed, an H100 worker 50 GiB of them beside a judge
         comparing an 8 GiB output. A second out-of-memory is the judge's to attribute."""
-        try:
-            return step()
-        except torch.OutOfMemoryError:   # left before the retry: the failed step's tensors go with its frames
-            if self.device_room is None or not self.device_room():
-                raise
-        return step()
+        return step() if self.room_retry is None else self.room_retry(step)
 
     def _comparable(self, out: torch.Tensor) -> torch.Tensor:
         """`out`, or where it is big, came through the host, and is judged there in a vet on an

@@ -395,7 +395,9 @@ class _Vet:
         plan = Plan.of(ev, self.w, self.values, keys.fresh, self.settings, unseen=keys.unseen, again=keys.again,
                        waived=waived, audit_mode=audit, phases=self.phases,
                        before_clocks=self._spare_ready if early else None)
-        ev.device_room = functools.partial(memory_beside.cache_returned, self.w)   # the judge's own steps, retried
+        # the judge's own steps, once more after the worker gave its cache back (a float64 reference
+        # made inside one is retried by its own maker: torch's out-of-memory alone here)
+        ev.room_retry = functools.partial(memory_beside.once_more, w=self.w, caught=torch.OutOfMemoryError)
         try:
             try:
                 self.output = plan.run(self.candidate, entry, self.init, keys.weight_seed, self.poison)
@@ -415,7 +417,7 @@ class _Vet:
             self.phases["candidate"] = time.monotonic() - t0
             self.findings = self._findings(waived)
         finally:
-            ev.device_room = None   # the worker's handle is not the report's to keep
+            ev.room_retry = None   # the worker's handle is not the report's to keep
 
     def _findings(self, waived) -> tuple:
         # Before the worker ends and the next one starts: judged on the host, the checks' last

@@ -16,8 +16,8 @@ this candidate: exit 2 for this candidate alone (errors.OutOfMemoryBesideCandida
 
 Before either, a float64 reference the judge makes during the plan (an unseen set's, a loop's), a
 comparison of an output as it arrives and the checks' arithmetic that run out are made once more
-after the worker gave its allocator's free blocks back to the device (`with_cache_returned`,
-Evidence.with_room), and the side is read only once the worker was asked to (`cache_returned`):
+after the worker gave its allocator's free blocks back to the device (`once_more`,
+`with_cache_returned`, Evidence.with_room), and the side is read only once the worker was asked to (`cache_returned`):
 blocks a worker keeps cached hold nothing, yet count on its side by the device's account, and an
 honest worker frees and caches outputs, copies and paint of the output's size in every call (an
 H100 worker timing a 4 GiB output held 54.1 GiB by the device's account, against a plan of
@@ -90,18 +90,21 @@ def wait_for_release(device, planned: int, within_s: float = 10.0) -> None:
         time.sleep(0.1)
 
 
+def once_more(step, w, caught: tuple | type = JUDGES_OWN):
+    """`step()`, and where it runs out of the device's memory (`caught`), once more after the worker
+    gave the device its allocator's free blocks back (a `release` with `empty_cache`), if it may be
+    asked now; a second out-of-memory is the caller's (`whose`)."""
+    try:
+        return step()
+    except caught:   # left before the retry: the failed step's tensors go with its frames
+        if not cache_returned(w):
+            raise
+    return step()
+
+
 def with_cache_returned(make, w):
-    """`make(key)`, and where it runs out of the device's memory, once more after the worker gave
-    the device its allocator's free blocks back (a `release` with `empty_cache`), if it may be asked
-    now; a second out-of-memory is the caller's (`whose`)."""
-    def made(key):
-        try:
-            return make(key)
-        except JUDGES_OWN:   # left before the retry: the failed forward's tensors go with its frames
-            if not cache_returned(w):
-                raise
-        return make(key)
-    return made
+    """`make(key)`, made `once_more` where it runs out."""
+    return lambda key: once_more(lambda: make(key), w)
 
 
 def cache_returned(w) -> bool:
