@@ -226,6 +226,29 @@ def test_a_lean_vet_frees_each_set_after_its_one_request_and_passes_an_honest_ke
     assert all(ev.refs64[c.values_of].device.type == "cpu" for c in ev.records("fresh", "timed"))
 
 
+def test_a_lean_judge_lets_each_reply_go_before_the_request_after_the_next(monkeypatch):
+    """A reply's blobs map its outputs' memfds for as long as the reply lives, whatever the judge
+    kept of those outputs: the timing run's reply, held through the unseen pairs, kept three
+    outputs of a big problem's host mapped (bench/results/2026-12-07-cpu/). By the time a request
+    goes out, no reply with blobs older than the one just before it is alive."""
+    import weakref
+    from kernelvet import spawn
+    replies, late = [], []
+    real_request = spawn.WorkerHandle.request
+
+    def request(self, type_, *a, **k):
+        late.extend((type_, t) for t, r in replies[:-1] if r() is not None)
+        msg = real_request(self, type_, *a, **k)
+        if msg.tensors:
+            replies.append((type_, weakref.ref(msg)))
+        return msg
+
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    _lean(monkeypatch)
+    assert vet_entry(by_name("softmax"), "cpu").verdict is Verdict.PASS
+    assert len(replies) > 10 and not late, sorted(set(late))
+
+
 def test_a_lean_judge_gives_back_the_host_memory_it_freed_between_requests_never_inside_one(monkeypatch):
     """The C allocator keeps what the judge's comparisons freed (up to 4 outputs' worth at 256 MiB
     an output, bench/results/2026-12-06-cpu/): a lean judge has it given back after each output it

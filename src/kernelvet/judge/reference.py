@@ -72,7 +72,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
             w.request("inputs", {"set": k, "layout": layout}, blobs)
         out, second, traced, timed, errors, row_errors = _reference_calls(w, fresh, refs64, settings, floor)
         tf32 = None   # the library's default
-        ops = set(traced.body.get("aten_ops", []))
+        ops = set(traced.get("aten_ops", []))
         if out is not None and out.dtype.is_floating_point and max(errors) > _own_error_ceiling(out.dtype, dev, ops) \
                 and _tf32_may_drift(out.dtype, dev, ops):
             # cuDNN's TF32 yardstick drifted (deep convolutions, long recurrences): the problem judged in
@@ -82,7 +82,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
             out, second, traced, timed, errors, row_errors = _reference_calls(w, fresh, refs64, settings, floor)
         # what the judge's clocks will subtract, priced before any candidate code runs here
         prices = null_prices.trusted(w, fresh, settings, w.max_blob_bytes, dev.type == "cuda",
-                                     reps=len(timed.body.get("times_ms") or ()),
+                                     reps=len(timed.get("times_ms") or ()),
                                      seen_values=values[fresh[0]], out_nbytes=_nbytes(out)) if price_nulls else None
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
         if isinstance(exc, spawn.WorkerEnded) and "timed out" in str(exc):
@@ -93,7 +93,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         raise HarnessError(f"{name}: the reference implementation failed in its worker: {exc}. "
                            f"{w.output()[-500:]}") from None
     if out is None:
-        raise HarnessError(f"{name}: the reference Model returned a {traced.body.get('type')}, not a tensor")
+        raise HarnessError(f"{name}: the reference Model returned a {traced.get('type')}, not a tensor")
     rows = {}
     if out.dtype.is_floating_point and second is not None and second.shape == out.shape == refs64[fresh[0]].shape:
         rows = {fresh[0]: row_errors[0], fresh[1]: row_errors[1]}
@@ -106,24 +106,30 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
     # timed reps of the reference that returned other bits than its first rep on the same inputs:
     # its library's algorithms do not repeat bitwise on this device (atomics), so a candidate's need not
     return {"dtype": out.dtype, "error": max(errors), "set_errors": dict(zip(fresh[:2], errors)),
-            "times_ms": timed.body["times_ms"], "aten_ops": ops,
-            "row_errors": rows, "null_trusted": prices, "repeat_mismatches": int(timed.body.get("mismatches") or 0),
+            "times_ms": timed["times_ms"], "aten_ops": ops,
+            "row_errors": rows, "null_trusted": prices, "repeat_mismatches": int(timed.get("mismatches") or 0),
             "tf32_off": tf32, **prepared}
 
 
 def _reference_calls(w, fresh, refs64, settings: Settings, floor: float) -> tuple:
-    """The reference's two traced calls and its timing in its worker: (the two outputs, the second
-    call's message, the timing's message, the two outputs' errors against float64 and their row
-    errors, from one pass over each)."""
+    """The reference's two traced calls and its timing in its worker: (the two outputs as meta
+    stand-ins, the second call's reply body, the timing's reply body, the two outputs' errors
+    against float64 and their row errors, from one pass over each). Bodies and stand-ins, not the
+    replies and outputs: a reply's blobs map its outputs' memfds while it lives, and the null prices
+    after these take as long as the timing (five outputs of a big problem's host held through them)."""
     out = _decode_output(w.request("call", {"set": fresh[0], "trace": True}))
     traced = w.request("call", {"set": fresh[1], "trace": True})
-    timed = w.request("time", _time_body(fresh, settings, null_reps=0))
+    timed = w.request("time", _time_body(fresh, settings, null_reps=0)).body
     second = _decode_output(traced)
     if out is None or second is None:
-        return out, second, traced, timed, [math.inf], [None, None]
+        return _stand_in(out), _stand_in(second), traced.body, timed, [math.inf], [None, None]
     (e1, rows1), (e2, rows2) = (metrics.error_and_rows(out, refs64[fresh[0]], floor),
                                 metrics.error_and_rows(second, refs64[fresh[1]], floor))
-    return out, second, traced, timed, [e1, e2], [rows1, rows2]
+    return out.to("meta"), second.to("meta"), traced.body, timed, [e1, e2], [rows1, rows2]
+
+
+def _stand_in(out):
+    return out.to("meta") if isinstance(out, torch.Tensor) else out
 
 
 # cuDNN runs float32 convolutions in TF32 unless told not to (torch.backends.cudnn.allow_tf32, on by
