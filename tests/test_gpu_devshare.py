@@ -102,3 +102,21 @@ def test_a_mapping_kept_past_its_request_never_reads_later_judge_memory():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_room_copied_to_the_host_holds_what_the_room_held_then():
+    """The judge's copy of a room where the device has no room for it (lending._copied): fresh host
+    memory through the pinned stage, its bytes those of the room when copied."""
+    import torch
+    from kernelvet import crossing, devshare
+    dev = torch.device("cuda", 0)
+    values = torch.randn(3 * crossing.CHUNK + 5, device=dev)   # more than one stage's worth
+    lent = devshare.Lent(values.numel() * 4, dev)
+    try:
+        lent.fill(values)
+        got = lent.host_tensor(torch.float32, (values.numel(),))
+        lent.raw.zero_()
+        torch.cuda.synchronize()
+        assert got.device.type == "cpu" and torch.equal(got, values.cpu())
+    finally:
+        lent.close()

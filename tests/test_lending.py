@@ -32,8 +32,19 @@ class _Buffer:
     def tensor(self, dtype, shape):
         return lending.devshare.typed(self.raw, dtype, shape).clone()
 
+    def host_tensor(self, dtype, shape):
+        self.to_host = True
+        return lending.devshare.typed(self.raw, dtype, shape).clone()
+
     def close(self):
         self.closed = True
+
+
+class _FullDevice(_Buffer):
+    """A room whose copy in the judge's device memory finds the device full."""
+
+    def tensor(self, dtype, shape):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
 
 
 def _loan(n_inputs=1, rooms=2, room_bytes=64):
@@ -54,6 +65,19 @@ def test_a_reply_is_read_from_the_rooms_it_names():
     assert codec.from_blob(msg.tensors[0]).tolist() == [0.0, 1.0, 2.0, 3.0]
     loan.close()
     assert all(b.closed for b in [*loan.buffers]) and loan.buffers == []
+
+
+def test_a_room_the_device_has_no_room_to_copy_is_copied_to_the_host():
+    """An honest worker's allocator cache can fill the device while the judge copies an output out
+    of its room (an H100, level 1's conv 2-D: 70 GiB of the worker's beside an 8 GiB output): the
+    reply is read, through the host, not ended as the judge's own out-of-memory."""
+    loan = _loan()
+    loan.buffers[2] = _FullDevice(torch.zeros(64, dtype=torch.uint8))
+    loan.buffers[2].raw[:16].copy_(torch.arange(4, dtype=torch.float32).view(torch.uint8))
+    got = codec.from_blob(loan.received(_reply(Blob("float32", (4,), b"", lent=2))).tensors[0])
+    assert got.tolist() == [0.0, 1.0, 2.0, 3.0] and loan.buffers[2].to_host
+    loan.buffers[2].raw.zero_()   # a copy: what the worker writes into the room later is not in it
+    assert got.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
 @pytest.mark.parametrize("blobs", [

@@ -23,6 +23,8 @@ import warnings
 
 import torch
 
+from . import crossing
+
 PAGE = 2 << 20          # the device's allocation granularity: buffers are whole pages
 LEND_MIN_BYTES = 2 << 20   # smaller tensors are cheaper through the host than an IPC mapping
 _LAZY_PEER = 1          # cudaIpcMemLazyEnablePeerAccess
@@ -147,6 +149,10 @@ class Lent:
     def tensor(self, dtype: torch.dtype, shape) -> torch.Tensor:
         """A copy of the buffer's first bytes, as a tensor of the judge's own memory."""
         return typed(self.raw, dtype, shape).clone()
+
+    def host_tensor(self, dtype: torch.dtype, shape) -> torch.Tensor:
+        """The same copy in fresh host memory, a slice at a time through a pinned stage."""
+        return crossing.moved_home(typed(self.raw, dtype, shape))
 
     def spec(self) -> dict:
         return {"handle": self.handle, "nbytes": self.size}

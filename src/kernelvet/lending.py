@@ -106,13 +106,25 @@ class JudgeLoan:
             if b.nbytes > room.size:
                 raise ProtocolError(f"a blob of {b.nbytes} bytes says it is in a room of {room.size}")
             self.used.add(b.lent)
-            out.append(Blob(b.dtype, b.shape, room.tensor(codec.dtype_from_name(b.dtype), b.shape)))
+            out.append(Blob(b.dtype, b.shape, _copied(room, codec.dtype_from_name(b.dtype), b.shape)))
         return Message(msg.type, msg.body, tuple(out))
 
     def close(self) -> None:
         for b in self.buffers:
             b.close()
         self.buffers = []
+
+
+def _copied(room, dtype, shape) -> torch.Tensor:
+    """What a room holds, copied into the judge's own device memory while the worker can no longer
+    change it, else, where the device has no room for the copy now, into the host's: an honest
+    worker's allocator may hold the rest of the device in outputs it freed (70 GiB of an H100 beside
+    a judge copying an 8 GiB output); Evidence.add_call moves it to where it is compared, once more
+    after the worker gives its cache back where the device is still full."""
+    try:
+        return room.tensor(dtype, shape)
+    except torch.OutOfMemoryError:
+        return room.host_tensor(dtype, shape)
 
 
 class WorkerLoan:
