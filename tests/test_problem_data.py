@@ -5,7 +5,10 @@ variant that is wrong in one way."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import hypothesis
 import pytest
@@ -659,3 +662,28 @@ def test_a_drift_that_float32_proper_does_not_cure_is_still_the_problems(tmp_pat
     ref = write(tmp_path, "always.py", text)
     with pytest.raises(HarnessError, match=r"misses its float64 result by 0\.05 .*with cuDNN's TF32 on: 0\.05"):
         vet(write(tmp_path, "c.py", as_candidate(text)), ref, device="cpu", allow=HONEST, settings=QUICK)
+
+
+_TIES_PEAK = '''
+import resource, torch
+from kernelvet import index_ties
+x = torch.empty(64, 2048, 256, dtype=torch.float64).uniform_()   # 256 MiB
+x[5, :, 9] = 2.0
+before = max(int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]),
+             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+ties = index_ties.ties_over(x, 1, "max")
+assert ties.rows.tolist() == [5 * 256 + 9]
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024, x.nbytes)
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_index_ties_take_one_byte_an_element_beside_the_values():
+    """Finding the tied rows by a count of extremes made an int64 copy of the mask first, 8 bytes
+    an element: 16 GiB beside KernelBench's argmax reference. The peak beside the values is the
+    mask, one byte an element (an eighth of float64 values), and little more."""
+    run = subprocess.run([sys.executable, "-c", _TIES_PEAK], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stderr
+    grew, values = map(int, run.stdout.split())
+    assert grew < values / 2, (grew, values)   # 1.14x the values with the count

@@ -55,10 +55,23 @@ def ties_over(x: torch.Tensor, dim: int | None, kind: str) -> Ties:
     mask = x == extreme
     if torch.isnan(extreme).any():
         mask |= torch.isnan(x) & torch.isnan(extreme)
-    tied = (mask.sum(dim=dim) > 1).reshape(-1).nonzero().reshape(-1)
+    tied = _more_than_one(mask, dim).reshape(-1).nonzero().reshape(-1)
     if not tied.numel():
         return Ties(n, tied, torch.zeros(0, n, dtype=torch.bool, device=x.device))
     return Ties(n, tied, mask.movedim(dim, -1).reshape(-1, n)[tied])
+
+
+def _more_than_one(mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Where `mask` holds more than one True along `dim`, every row holding one at least (an
+    extreme). Not by a count: a sum or count_nonzero of bools makes an int64 copy of them first, 8
+    bytes an element (16 GiB beside KernelBench's argmax). The first True of each row is cleared in
+    place, the rows still holding one read, and it is set back."""
+    first = mask.view(torch.uint8).argmax(dim=dim, keepdim=True)
+    mask.scatter_(dim, first, False)
+    try:
+        return mask.any(dim=dim)
+    finally:
+        mask.scatter_(dim, first, True)
 
 
 class Recorder(TorchDispatchMode):
