@@ -249,6 +249,27 @@ def test_a_lean_judge_lets_each_reply_go_before_the_request_after_the_next(monke
     assert len(replies) > 10 and not late, sorted(set(late))
 
 
+def test_a_lean_judge_drops_the_draws_of_sets_it_will_not_ask_for(monkeypatch):
+    """The loop's later attempts (one settled) and the re-measurement's unseen sets (none needed)
+    were drawn ahead and held to the end of the vet: one set more each than the plan counts."""
+    from kernelvet import draws
+    from kernelvet.judge.settings import LOOP_ATTEMPTS, _LOOP
+    forgotten, real = [], draws.Draws.forget
+
+    def forget(self, keys):
+        keys = list(keys)
+        forgotten.extend(keys)
+        return real(self, keys)
+
+    monkeypatch.setattr(draws.Draws, "forget", forget)
+    _lean(monkeypatch)
+    evs = _evidence(monkeypatch)
+    assert vet_entry(by_name("softmax"), "cpu").verdict is Verdict.PASS
+    ev = evs[-1]
+    assert set(forgotten) >= {_LOOP + i for i in range(len(ev.loop), LOOP_ATTEMPTS)}, forgotten
+    assert forgotten and not set(forgotten) & {c.set_id for c in ev.calls}, forgotten   # none it used
+
+
 def test_a_lean_judge_gives_back_the_host_memory_it_freed_between_requests_never_inside_one(monkeypatch):
     """The C allocator keeps what the judge's comparisons freed (up to 4 outputs' worth at 256 MiB
     an output, bench/results/2026-12-06-cpu/): a lean judge has it given back after each output it

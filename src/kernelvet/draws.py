@@ -38,6 +38,14 @@ class Draws(dict):
         value = self[key] = self._pending.pop(key).result()   # a draw's exception is raised here
         return value
 
+    def forget(self, keys) -> None:
+        """Draws started ahead for `keys`, which the caller will not ask for after all, dropped:
+        held, each would stay beside the `ahead` sets a plan counts until `close`."""
+        for k in keys:
+            pending = self._pending.pop(k, None)
+            if pending is not None:
+                pending.cancel()
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._pending.clear()

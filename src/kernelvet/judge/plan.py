@@ -18,7 +18,7 @@ from ..evidence import Evidence
 from ..ids import CheckId
 from . import null_prices
 from .bodies import _decode_output, _encode_set, _faults_kept, _load_body, _pair_body, _time_body
-from .lean import _let_go
+from .lean import _let_go, _not_needed
 from .policy import _audit_wanted, _early_failure, _policy_needs_trace
 from .settings import LOOP_ATTEMPTS, Settings, _CONTROL, _LOOP, _OVERWRITE, _PROBE, _WARMUP
 
@@ -244,6 +244,7 @@ class Plan:
             ev.unseen_pairs, ev.unseen_waits_ms, ev.unseen_controls = self.unseen_pairs(new)
         if attempts:
             ev.unseen_attempts = attempts
+        _not_needed(self.values, (k for keys in self.again[len(attempts):] for k in keys))
 
     def unseen_pairs(self, unseen) -> tuple[list[tuple], list[float | None], list[tuple]]:
         """One request per unseen set, carrying it: the worker times one call on it before any other
@@ -414,6 +415,7 @@ class Plan:
             attempts.append(attempt)
             if loop_settled([judge_clock(a, ev.device.type, trusted=ev.null_trusted) for a in attempts]):
                 break
+        _not_needed(self.values, (_LOOP + i for i in range(len(attempts), LOOP_ATTEMPTS)))
         return attempts
 
     def judge_clocked_loop(self, set_id, median, new=None) -> dict:
