@@ -130,6 +130,13 @@ class PerVet(dict):
         value = self[key] = self._own[key] if key in self._own_keys else self._shared_made(key)
         return value
 
+    def forget(self, keys) -> None:
+        """Its own draws started ahead for `keys` dropped (draws.Draws.forget); the shared ones are
+        the problem's."""
+        forget = getattr(self._own, "forget", None)
+        if forget is not None:
+            forget([k for k in keys if k in self._own_keys])
+
     def close(self) -> None:
         close = getattr(self._own, "close", None)
         if close is not None:

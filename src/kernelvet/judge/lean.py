@@ -53,10 +53,8 @@ def _moved(ref: torch.Tensor, where: torch.device, dtype: torch.dtype | None = N
 
 def _not_needed(values, keys) -> None:
     """Sets the plan will not ask for after all (a re-measurement's unseen sets where none was
-    needed, a loop's next attempts once one settled): their draws started ahead dropped, in every
-    layer of a vet's view that draws (a problem's later vets draw their own again)."""
-    keys = list(keys)
-    for layer in (values, getattr(values, "_own", None)):
-        forget = getattr(layer, "forget", None)
-        if forget is not None:
-            forget(keys)
+    needed, a loop's next attempts once one settled): their draws started ahead dropped
+    (draws.Draws.forget, refcache.PerVet.forget)."""
+    forget = getattr(values, "forget", None)
+    if forget is not None:
+        forget(list(keys))

@@ -121,11 +121,12 @@ def _reference_calls(w, fresh, refs64, settings: Settings, floor: float) -> tupl
     traced = w.request("call", {"set": fresh[1], "trace": True})
     timed = w.request("time", _time_body(fresh, settings, null_reps=0)).body
     second = _decode_output(traced)
-    if out is None or second is None:
-        return _stand_in(out), _stand_in(second), traced.body, timed, [math.inf], [None, None]
-    (e1, rows1), (e2, rows2) = (metrics.error_and_rows(out, refs64[fresh[0]], floor),
-                                metrics.error_and_rows(second, refs64[fresh[1]], floor))
-    return out.to("meta"), second.to("meta"), traced.body, timed, [e1, e2], [rows1, rows2]
+    errors, rows = [math.inf], [None, None]
+    if out is not None and second is not None:
+        (e1, rows1), (e2, rows2) = (metrics.error_and_rows(out, refs64[fresh[0]], floor),
+                                    metrics.error_and_rows(second, refs64[fresh[1]], floor))
+        errors, rows = [e1, e2], [rows1, rows2]
+    return _stand_in(out), _stand_in(second), traced.body, timed, errors, rows
 
 
 def _stand_in(out):
