@@ -19,7 +19,7 @@ from kernelvet.judge import api, plan
 from kernelvet.errors import UsageError
 from kernelvet.ids import CheckId
 from kernelvet.practice import by_name
-from kernelvet.report import Verdict
+from kernelvet.report import Status, Verdict
 
 from .matrix import failed, vet_entry
 from .test_problem_data import QUICK, as_candidate, problem, write
@@ -221,7 +221,9 @@ def test_a_lean_vet_frees_each_set_after_its_one_request_and_passes_an_honest_ke
     ev = evs[-1]
     kept = {c.phase: c.output.device.type for c in ev.calls if c.output is not None}
     assert {kept[p] for p in ("warmup", "overwrite", "timed", "unseen", "loop")} == {"meta"}, kept
-    assert kept["fresh"] == kept["determinism"] == "cpu", kept   # identity and determinism compare them
+    # identity compares the fresh sets' outputs; the second launch on one was compared with it as it came
+    assert kept["fresh"] == "cpu" and kept["determinism"] == "meta", kept
+    assert report.finding(CheckId.DETERMINISM).evidence["bitwise_equal_launches"] == 2
     assert all(ev.refs64[c.values_of].device.type == "meta" for c in ev.records("warmup", "unseen", "loop"))
     assert all(ev.refs64[c.values_of].device.type == "cpu" for c in ev.records("fresh", "timed"))
 
@@ -358,6 +360,35 @@ def test_a_wrong_output_seen_only_in_the_timing_is_caught_whether_kept_or_compar
     assert report.verdict is Verdict.REJECT
     assert CheckId.CACHING in failed(report), [f.summary for f in report.failed]
     assert "wrong" in report.finding(CheckId.CACHING).summary
+
+
+# Each launch a little off the one before (within the precision bound): the same inputs launched
+# twice give other bits.
+DRIFTING = """
+
+class ModelNew(Model):
+    calls = 0
+
+    def forward(self, *xs):
+        ModelNew.calls += 1
+        return super().forward(*xs) * (1 + 1e-6 * (ModelNew.calls % 2))
+"""
+
+
+@pytest.mark.parametrize("held", ["kept", "lean"])
+def test_launches_that_differ_fail_determinism_whether_kept_or_compared_as_they_came(tmp_path, monkeypatch, held):
+    if held == "lean":
+        _lean(monkeypatch)
+    evs = _evidence(monkeypatch)
+    text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
+    ref = write(tmp_path, "affine.py", text)
+    report = vet(write(tmp_path, "c.py", text + DRIFTING), ref, device="cpu", settings=QUICK,
+                 allow=(CheckId.LIBRARY_CALL,))
+    det = report.finding(CheckId.DETERMINISM)
+    assert det.status is Status.FAIL and "two launches on identical inputs differ in" in det.summary, det.summary
+    assert det.evidence["differing"] > 0 and det.evidence["elements"] == 64 * 64
+    second = next(c for c in evs[-1].calls if c.phase == "determinism")
+    assert second.output.device.type == ("meta" if held == "lean" else "cpu")
 
 
 @pytest.mark.parametrize("name", ["pointer_cache", "content_cache"])

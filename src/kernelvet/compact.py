@@ -3,16 +3,18 @@
 Under a lean holding (sizes.Holding) the judge would otherwise keep every output it records (the
 checked calls, the timing's first output per set, both sides of each unseen pair, each loop's
 last) and a float64 reference per input set: for an 8 GiB output, tens of them. Every output but
-those the checks compare with each other (the fresh sets' and the determinism call's: identity,
-determinism) is compared as it arrives, with the very functions the checks apply to it, and the
-numbers are kept in the evidence's memo under a stand-in of the same shape and dtype on the meta
-device, which holds no data:
+those the checks compare with each other (the fresh sets': identity, determinism) is compared as
+it arrives, with the very functions the checks apply to it, and the numbers are kept in the
+evidence's memo under a stand-in of the same shape and dtype on the meta device, which holds no
+data:
 
   precision (warm-up, probe): error against the float64 reference with the problem's floor, ULP
     statistics, per-row errors where the reference's own are known;
   caching (warm-up, overwrite, timed, unseen, loop): error against its values' reference, and the
     overwrite's against its storages' old values;
-  unwritten-output, Evidence.poisoned (all): the poison count.
+  unwritten-output, Evidence.poisoned (all): the poison count;
+  determinism (its second launch on a fresh set, `settle_repeat`): bitwise equal to the first
+    launch's output, which stays (one that differs stays too).
 
 An output on the device compared against a reference on the host (a big problem judged there)
 costs seconds, the reference crossing to the device: one bit-identical to an output settled
@@ -55,6 +57,31 @@ def settle(ev, rec) -> None:
         ev.known(fn, value, stand, *as_seen, *more)
     rec.output = stand
     sizes.give_back_host()   # the comparisons' freed temporaries, before the next reply arrives
+
+
+def settle_repeat(ev, rec) -> None:
+    """The determinism call's output (a fresh set's inputs, launched again), compared with the first
+    fresh output on that set now, with what `determinism` reads of the pair (same bits; where they
+    differ, by how much), its poison counted, and a stand-in kept: a second copy of a fresh output,
+    held to the end of the vet, would be one output more than a lean plan counts."""
+    first = next((c for c in ev.records("fresh") if c.set_id == rec.set_id), None)
+    out = rec.output
+    if first is None:   # nothing to compare it with: kept, as the check finds it
+        rec.output = ev.kept(out, rec.values_of)
+        return
+    from .evidence import Evidence
+    stand, words, a, b = out.to("meta"), ev.poison_words, out, first.output
+    n = metrics.poison_count(out, words)
+    ev.known(metrics.poison_count, n, stand, words)
+    ev.known(Evidence._poison_count, n, stand)
+    same = metrics.same_bits(a, b)
+    ev.known(metrics.same_bits, same, stand, b)
+    if not same:   # determinism._launches_differ's numbers
+        ev.known(metrics.bitwise_differences, metrics.bitwise_differences(a, b), stand, b)
+        if a.shape == b.shape and a.is_floating_point():
+            ev.known(metrics.rel_error, metrics.rel_error(a, b), stand, b)
+    rec.output = stand
+    sizes.give_back_host()
 
 
 def _facts(ev, rec, out) -> list[tuple]:

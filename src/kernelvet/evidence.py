@@ -112,17 +112,25 @@ class Evidence:
         otherwise cross into fresh host memory whole (seconds for KernelBench's 6 GiB outputs). A big
         output that came through the host is compared on the vet's accelerator (`_comparable`)."""
         from . import compact
-        settle_now = output is not None and phase in compact.PHASES and (self.extra.get("holding") or {}).get("lean")
+        lean = output is not None and (self.extra.get("holding") or {}).get("lean")
+        settle_now = lean and phase in compact.PHASES
+        repeat = lean and phase == "determinism"   # a fresh set's second launch: its bits compared now
         if output is not None:
-            output = self.with_room(lambda: self._placed(output, settle_now, values_of))
+            output = self.with_room(lambda: self._placed(output, settle_now or repeat, values_of))
         self.calls.append(CallRecord(phase, set_id, values_of, meta, output))
         if settle_now:   # a big problem: compared now, a stand-in kept (its blocks go back to the device
             self.with_room(lambda: compact.settle(self, self.calls[-1]))   # before the next request)
+        elif repeat:
+            self.with_room(lambda: compact.settle_repeat(self, self.calls[-1]))
 
     def _placed(self, output: torch.Tensor, settle_now: bool, values_of) -> torch.Tensor:
         compared = self._comparable(output)
-        if settle_now:
-            return compared
+        return compared if settle_now else self.kept(output, values_of, compared)
+
+    def kept(self, output: torch.Tensor, values_of, compared: torch.Tensor | None = None) -> torch.Tensor:
+        """`output`, which the checks read to the end, where they compare it (`compared`: a copy of it
+        on the vet's accelerator, where its comparisons are made)."""
+        compared = output if compared is None else compared
         kept = crossing.moved(output, self.judged_on)   # a big one to the host through a pinned stage
         if compared.device.type != "cpu" and self.judged_on.type == "cpu":
             self._compared_where_arrived(compared, kept, values_of)

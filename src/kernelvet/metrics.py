@@ -368,15 +368,19 @@ def rel_distance(a: torch.Tensor, b: torch.Tensor, on: torch.device | None = Non
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equal; `a` crossing to `b`'s device a slice at a time where they are apart (a big
+    output on an accelerator against one kept on the host)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.numel() == 0:
         return True
-    a = a.to(b.device)
-    if a.dtype == torch.bool:
-        return bool(torch.equal(a, b))
-    w = INT_OF_WIDTH[a.element_size()]
-    return bool(torch.equal(a.contiguous().view(w), b.contiguous().view(w)))
+    if a.dtype != torch.bool:
+        w = INT_OF_WIDTH[a.element_size()]
+        a, b = a.contiguous().view(w), b.contiguous().view(w)
+    if a.device == b.device or a.numel() <= CHUNK:
+        return bool(torch.equal(a.to(b.device), b))
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    return all(torch.equal(fa[sl].to(b.device), fb[sl]) for sl in _slices(fa.numel(), CHUNK))
 
 
 def poison_count(out: torch.Tensor, words: tuple[int, ...]) -> int:

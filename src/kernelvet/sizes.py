@@ -271,12 +271,12 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     if hold.sets_on_device:   # and a request's sets copied into the buffers it lends (devshare.py)
         device["judge input sets"] = host.pop("judge input sets") + s
     judged = host if hold.judge_on_host or not judge_device else device
-    # lean: every output but the fresh sets' and the determinism call's compared as it arrives and
-    # dropped, with the references of the sets used for it alone (compact.py); one being compared,
-    # and an unseen request's two outputs in hand
+    # lean: every output but the fresh sets' compared as it arrives and dropped (the determinism
+    # call's against its fresh twin), with the references of the sets used for it alone (compact.py);
+    # one being compared, and an unseen request's two outputs in hand
     ref_bytes = size.output_elements * hold.reference_itemsize(size.output_itemsize)
     judged["judge float64 references"] = (plan.fresh + 2 if hold.lean else plan.keys) * ref_bytes   # + the overwrite's
-    judged["judge recorded outputs"] = (plan.fresh + 3 if hold.lean else plan.outputs) * o
+    judged["judge recorded outputs"] = (plan.fresh + 2 if hold.lean else plan.outputs) * o
     # the fresh sets the checks read beside their outputs: a copy where they are compared, unless
     # the sets are kept there already
     judged["judge fresh inputs (identity)"] = 0 if hold.sets_on_device == (judged is device) else plan.fresh * s

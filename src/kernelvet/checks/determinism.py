@@ -34,7 +34,8 @@ def evaluate(ev) -> Finding:
         c = again[0]
         ref = first.get(c.set_id)
         if ref is not None and not ev.poisoned(ref):
-            if not same_bits(c.output, ref.output):
+            # through the memo: under a lean holding the launch was compared as it arrived (compact.py)
+            if not ev.memo(same_bits, c.output, ref.output):
                 failed = _launches_differ(ev, c.output, ref.output, evidence)
                 if failed:
                     return failed
@@ -70,10 +71,10 @@ def evaluate(ev) -> Finding:
 def _launches_differ(ev, a, b, evidence: dict) -> Finding | None:
     """Two launches on identical inputs gave other bits: a finding, unless the reference itself does
     not repeat bitwise here and the two differ by no more than the precision bound."""
-    n, most = metrics.bitwise_differences(a, b)
+    n, most = ev.memo(metrics.bitwise_differences, a, b)   # (compact.settle_repeat: known already)
     said = {"differing": n, "elements": a.numel()}
     if ev.reference_repeat_mismatches and a.shape == b.shape and a.is_floating_point():
-        apart, tol = metrics.rel_error(a, b), metrics.tolerance(ev.dtype, ev.reference_error, ev.declared_tolerance)
+        apart, tol = ev.memo(metrics.rel_error, a, b), metrics.tolerance(ev.dtype, ev.reference_error, ev.declared_tolerance)
         said.update(relative_difference=apart, tolerance=tol, reference_repeat_mismatches=ev.reference_repeat_mismatches)
         if apart <= tol:
             evidence.update(launches_differ=said)
