@@ -14,7 +14,8 @@ The table: bytes of one input set, of the outputs (at the output's dtype), of th
 estimate of a vet's device memory kernelvet used to refuse problems by (`sizes.ProblemSize.
 device_need`: 10 input sets, 16 float64 outputs, the weights twice), the footprint of the plan a
 vet of that problem now follows on the device and on the host (`sizes.footprint`, under the
-holding `sizes.holding` chooses for the device), and whether that fits an H200 (device, host).
+holding `sizes.holding` chooses for the device), and whether that fits an H200 (its device, and
+90% of its host: `sizes.host_fits`).
 Where no holding fits, the reference's float64 forward on two rows of values drawn for those shapes
 says whether its references may be made in slices of rows (`batch_rows` in sizes.json).
 `--out DIR` writes sizes.json (every number) and sizes.md (the table).
@@ -180,7 +181,7 @@ def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTE
         "full_plan_device_bytes": full.device, "full_plan_host_bytes": full.host,
         "full_plan_fits": full.device <= device_bytes and full.host <= host_bytes,
         "old_fits_device": size.device_need() <= device_bytes,
-        "fits_device": foot.device <= device_bytes, "fits_host": foot.host <= host_bytes,
+        "fits_device": foot.device <= device_bytes, "fits_host": sizes.host_fits(size, host_bytes, hold=hold) is None,
         "comfortable": sizes.reference_alone(size) <= device_bytes // 2,
     })
     return out

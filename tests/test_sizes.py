@@ -444,6 +444,14 @@ def test_a_problem_too_big_for_the_device_is_named_from_its_shapes(monkeypatch):
     assert sizes.too_big_for(size, hold, torch.device("cuda")) is None
     monkeypatch.setattr(sizes, "memories", lambda dev: (150 * GIB, 32 * GIB))    # its host too small
     assert "of host memory" in sizes.too_big_for(size, hold, torch.device("cuda"))
+    # a plan that fills more than HEADROOM of the host is refused: the judge's transients and the
+    # rest of the host would not fit beside it
+    need = sizes.footprint(size, hold).host
+    monkeypatch.setattr(sizes, "memories", lambda dev: (150 * GIB, int(need / 0.95)))
+    msg = sizes.too_big_for(size, hold, torch.device("cuda"))
+    assert msg and "the 90% of the host's" in msg and "\n" not in msg, msg
+    monkeypatch.setattr(sizes, "memories", lambda dev: (150 * GIB, int(need / 0.85)))
+    assert sizes.too_big_for(size, hold, torch.device("cuda")) is None
     assert sizes.too_big_for(size, hold, torch.device("cpu")) is None
 
 
@@ -731,11 +739,11 @@ def test_kernelbench_activations_and_norms_fit_an_h200_only_tight(gib):
     a 128 GiB host plans for; tight, they fit, on the device too."""
     device, host = tool.H200_DEVICE_BYTES, tool.H200_HOST_BYTES
     size = _elementwise(gib)
-    assert sizes.host_fits(size, int(sizes.HEADROOM * host), hold=sizes.Holding(lean=True, judge_on_host=True))
+    assert sizes.host_fits(size, host, hold=sizes.Holding(lean=True, judge_on_host=True))
     hold = sizes.holding(size, device, host)
     assert hold == sizes.Holding(lean=True, judge_on_host=True, tight=True)
     assert not sizes.fits(size, int(sizes.HEADROOM * device), hold=hold)
-    assert not sizes.host_fits(size, int(sizes.HEADROOM * host), hold=hold)
+    assert not sizes.host_fits(size, host, hold=hold)   # within HEADROOM of it
     assert "references in float32" in hold.describe()
 
 

@@ -358,10 +358,15 @@ def fits(size: ProblemSize, memory_bytes: int | None, what: str = "the device's"
 
 
 def host_fits(size: ProblemSize, memory_bytes: int | None, hold: Holding = Holding(), judge_device: bool = True) -> str | None:
-    """As `fits`, for the host's memory (the judge's input sets, and its references when judged there)."""
+    """As `fits`, for the host's memory (the judge's input sets, and its references when judged
+    there), held to HEADROOM of it: the host also holds the system, the worker's own host memory
+    and the judge's transients inside a step (its resident peak read 1.1-1.4x the plan's host
+    footprint on an H100's host), and a judge the kernel kills for memory gives no verdict at all."""
     if not memory_bytes:
         return None
-    return _short(footprint(size, hold, judge_device=judge_device).host, memory_bytes, "host", "the host's", size, hold)
+    limit = int(HEADROOM * memory_bytes)
+    return _short(footprint(size, hold, judge_device=judge_device).host, limit, "host",
+                  f"the {HEADROOM:.0%} of the host's {_gib(memory_bytes)} a vet may plan to fill,", size, hold)
 
 
 def _short(need: int, memory_bytes: int, kind: str, what: str, size: ProblemSize, hold: Holding) -> str | None:
