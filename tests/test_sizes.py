@@ -556,7 +556,9 @@ def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel
         assert ev.judged_on.type == "cpu"
         # outputs on the device, references on the host: a seen set's repeats compared once (compact.py)
         assert ev.extra.get("outputs_settled_again", 0) > 0, ev.extra
-    assert {c.output.device.type for c in ev.records("timed", "unseen", "loop", "probe")} == {"meta"}
+    # the second launch on a fresh set too, compared with its twin where each was
+    assert {c.output.device.type for c in ev.records("timed", "unseen", "loop", "probe", "determinism")} == {"meta"}
+    assert report.finding(CheckId.DETERMINISM).evidence["bitwise_equal_launches"] == 2
     assert all(ev.refs64[c.values_of].device.type == ev.judged_on.type for c in ev.records("fresh"))
     assert all(ev.refs64[c.values_of].dtype == (torch.float32 if tight else torch.float64) for c in ev.records("fresh"))
 
@@ -580,6 +582,25 @@ def test_outputs_that_come_through_the_host_are_compared_on_the_device(name, mon
         assert evs[-1].extra.get("outputs_settled_again", 0) > 0, evs[-1].extra
     else:
         assert report.verdict is Verdict.REJECT, report.dumps()
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("drift", [False, True])
+def test_a_second_launch_on_cuda_is_compared_with_its_twin_on_the_host_slice_by_slice(tmp_path, monkeypatch, drift):
+    _lean(monkeypatch)
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, output_itemsize=4))
+    monkeypatch.setattr(metrics, "CHUNK", 1024)   # 64 x 64 outputs: four slices across the devices
+    evs = _evidence(monkeypatch)
+    text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
+    ref = write(tmp_path, "affine.py", text)
+    cand = text + DRIFTING if drift else as_candidate(text, "return xs[0] * 2 + 1")
+    report = vet(write(tmp_path, "c.py", cand), ref, device="cuda", settings=QUICK, allow=(CheckId.LIBRARY_CALL,))
+    det = report.finding(CheckId.DETERMINISM)
+    assert (det.status is Status.FAIL) == drift, det.summary
+    if drift:
+        assert det.evidence["differing"] > 0, det.evidence
+    assert next(c for c in evs[-1].calls if c.phase == "determinism").output.device.type == "meta"
 
 
 @pytest.mark.gpu
