@@ -400,6 +400,28 @@ def test_a_pool_thread_kept_from_a_core_stretches_the_reported_times_not_the_flo
     assert f.status is Status.FAIL and "did not run its calls" in f.summary, f.summary
 
 
+def test_a_serving_thread_the_host_kept_off_its_core_stretches_the_floor_on_the_cpu():
+    """An honest 0.03 ms call's reps read 12.3 ms a rep for a minute on a 2-core virtual machine,
+    its back-to-back loop 0.35 ms a call, with no wait on a run queue to show for it: the serving
+    thread of the timing request ran (or waited for a core) a small part of it, its core taken back
+    by the machine's host, or itself blocked. On the CPU the floor makes room for that, up to
+    BUSY_FACTOR; a loop that ran none of its calls still falls below it, and on CUDA, where the
+    serving thread sleeps on the device, it says nothing."""
+    from kernelvet.checks import timers
+    stretched = _request(12.3, 0.025 + 0.006 + 20 * 12.3 / 1e3, calls=20)
+    stretched["main_run_s"] = 0.03 * stretched["judge_s"]
+    ran = [_loop(12.3, 0.35, n=100)] * 3
+    f = _timers(_ev(loop=ran, clocked_timing=[stretched], null_timing=NULL))
+    assert f.status is Status.PASS, f.summary
+    ran_quiet = {**stretched, "main_run_s": stretched["judge_s"]}   # it ran all along: the loop skipped
+    f = _timers(_ev(loop=ran, clocked_timing=[ran_quiet], null_timing=NULL))
+    assert f.status is Status.FAIL and "did not run its calls" in f.summary, f.summary
+    skipped = [_loop(12.3, 0.0, n=100)] * 3
+    f = _timers(_ev(loop=skipped, clocked_timing=[stretched], null_timing=NULL))
+    assert f.status is Status.FAIL and "did not run its calls" in f.summary, f.summary
+    assert timers._stall_load(stretched, "cuda") == 1.0 and timers._stall_load(stretched, "cpu") == timers.BUSY_FACTOR
+
+
 def test_the_judges_rehearsal_count_is_the_workers():
     from kernelvet import judge, worker
     assert judge._REHEARSALS == worker._Reps.REHEARSALS

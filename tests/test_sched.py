@@ -50,3 +50,31 @@ def test_the_longest_wait_is_one_threads_not_the_sum():
     assert sched.between(sched.Sample(0.0, None, None, None), b)["max_thread_wait_s"] is None
     live = sched.sample(os.getpid())
     assert live.thread_waits and str(os.getpid()) in live.thread_waits
+
+
+_SLEEPER = r"""
+import sys, time
+sys.stdin.readline()
+t0 = time.thread_time()
+while time.thread_time() - t0 < 0.2:   # runs 0.2 s
+    pass
+time.sleep(0.4)                         # then is blocked 0.4 s
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_the_serving_threads_run_time_leaves_out_the_time_it_was_blocked():
+    proc = subprocess.Popen([sys.executable, "-c", _SLEEPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        before = sched.sample(proc.pid)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        proc.stdout.readline()
+        got = sched.between(before, sched.sample(proc.pid))
+        proc.stdin.write("end\n")
+        proc.stdin.flush()
+    finally:
+        proc.wait(timeout=30)
+    assert 0.19 <= got["main_run_s"] + got["main_wait_s"] <= got["judge_s"] - 0.35, got
+    assert sched.between(sched.Sample(0.0, None, None, None), sched.Sample(1.0, None, None, None))["main_run_s"] is None

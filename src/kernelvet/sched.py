@@ -24,11 +24,12 @@ class Sample:
     main_wait_s: float | None   # run-queue wait of its main thread (the one that serves requests)
     group_cpu_s: float | None = None   # CPU time of the whole thread group, exited threads included
     thread_waits: dict[str, float] | None = None   # run-queue wait of each live thread, by its id
+    main_run_s: float | None = None    # run time of its main thread
 
 
 def sample(pid: int) -> Sample:
     run = wait = 0
-    main = None
+    main = main_run = None
     waits = {}
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -37,10 +38,10 @@ def sample(pid: int) -> Sample:
             run, wait = run + int(fields[0]), wait + int(fields[1])
             waits[tid] = int(fields[1]) / 1e9
             if tid == str(pid):
-                main = int(fields[1]) / 1e9
+                main, main_run = int(fields[1]) / 1e9, int(fields[0]) / 1e9
     except (OSError, ValueError, IndexError):
         return Sample(time.perf_counter(), None, None, None)
-    return Sample(time.perf_counter(), run / 1e9, wait / 1e9, main, _group_cpu(pid), waits)
+    return Sample(time.perf_counter(), run / 1e9, wait / 1e9, main, _group_cpu(pid), waits, main_run)
 
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -62,7 +63,9 @@ def between(a: Sample, b: Sample) -> dict:
     """Wall, CPU and run-queue wait seconds from `a` to `b` (CPU and waits None where unknown; CPU
     the larger of the live threads' and the thread group's account, the latter less a tick).
     The main thread's wait is time the wall clock ran while the worker's serving thread could
-    not: what a busy host adds to the duration of a request, and nothing the worker did. The
+    not: what a busy host adds to the duration of a request, and nothing the worker did. Its run
+    time leaves out what a virtual machine's host took from its core while it ran (steal), and
+    time it spent blocked. The
     longest wait of any one thread is what a busy host adds at least to a parallel region, which
     ends with its slowest thread (the sum of all threads' waits would count overlapping waits
     once per thread)."""
@@ -76,6 +79,8 @@ def between(a: Sample, b: Sample) -> dict:
             "cpu_s": cpu,
             "wait_s": max(b.wait_s - a.wait_s, 0.0) if known else None,
             "main_wait_s": max(b.main_wait_s - a.main_wait_s, 0.0) if main else None,
+            "main_run_s": (max(b.main_run_s - a.main_run_s, 0.0)
+                           if a.main_run_s is not None and b.main_run_s is not None else None),
             "max_thread_wait_s": _longest_wait(a.thread_waits, b.thread_waits)}
 
 

@@ -310,7 +310,7 @@ def request_clock(req: dict, null: dict, device_type: str, trusted: dict | None 
     else:
         says = "disagrees"
     return {"reported_ms": reported, "calls": calls, "judge_s": req["judge_s"], "judge_per_call_ms": wall,
-            "lead_per_call_ms": lead_ms, "floor_load": max(load, _thread_load(req)),
+            "lead_per_call_ms": lead_ms, "floor_load": max(load, _thread_load(req), _stall_load(req, device_type)),
             "judge_wall_per_call_ms": wall, "bound_ms": bound, "null_per_rep_ms": null_rep_s * 1e3, "load": load,
             "null_capped": capped, "wait_s": req.get("wait_s"), "main_wait_s": req.get("main_wait_s"), "says": says}
 
@@ -324,6 +324,20 @@ def _thread_load(req: dict) -> float:
     longest = req.get("max_thread_wait_s") or 0.0
     running = req["judge_s"] - longest
     return min(req["judge_s"] / running if running > 0 else math.inf, BUSY_FACTOR)
+
+
+def _stall_load(req: dict, device_type: str) -> float:
+    """How much longer than its serving thread ran or waited for a core a timing request on the
+    CPU took: a host that keeps a runnable thread off its core without a run queue (a virtual
+    machine's host taking the core back) or stalls it blocked stretches every rep it lands in,
+    unseen by the waits. On the CPU an honest rep's serving thread runs its call; on CUDA it
+    legitimately sleeps on the device, so there it says nothing. Only the loop's floor reads it,
+    held to BUSY_FACTOR as `_thread_load` is: a worker can make its own thread sleep."""
+    run, wait = req.get("main_run_s"), req.get("main_wait_s")
+    if device_type != "cpu" or run is None:
+        return 1.0
+    busy = run + (wait or 0.0)
+    return min(req["judge_s"] / busy if busy > 0 else math.inf, BUSY_FACTOR)
 
 
 def _null_rep(null: dict, trusted: dict | None) -> tuple[float, float, bool]:
