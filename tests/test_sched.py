@@ -25,18 +25,25 @@ sys.stdin.readline()
 """
 
 
-def test_cpu_of_a_thread_that_exited_between_the_samples_is_counted():
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def _sampled(child: str) -> tuple[dict, str]:
+    """`child` run from its first line in to the first line it prints, between two samples; and that line."""
+    proc = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         before = sched.sample(proc.pid)
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        burned = float(proc.stdout.readline())
+        said = proc.stdout.readline()
         got = sched.between(before, sched.sample(proc.pid))
         proc.stdin.write("end\n")
         proc.stdin.flush()
     finally:
         proc.wait(timeout=30)
+    return got, said
+
+
+def test_cpu_of_a_thread_that_exited_between_the_samples_is_counted():
+    got, said = _sampled(_CHILD)
+    burned = float(said)
     assert got["cpu_s"] >= burned - 3 * sched._TICK_S, (got, burned)
 
 
@@ -65,16 +72,6 @@ sys.stdin.readline()
 
 
 def test_the_serving_threads_run_time_leaves_out_the_time_it_was_blocked():
-    proc = subprocess.Popen([sys.executable, "-c", _SLEEPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        before = sched.sample(proc.pid)
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        proc.stdout.readline()
-        got = sched.between(before, sched.sample(proc.pid))
-        proc.stdin.write("end\n")
-        proc.stdin.flush()
-    finally:
-        proc.wait(timeout=30)
+    got, _ = _sampled(_SLEEPER)
     assert 0.19 <= got["main_run_s"] + got["main_wait_s"] <= got["judge_s"] - 0.35, got
     assert sched.between(sched.Sample(0.0, None, None, None), sched.Sample(1.0, None, None, None))["main_run_s"] is None
