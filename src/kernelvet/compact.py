@@ -69,17 +69,14 @@ def settle_repeat(ev, rec) -> None:
     if first is None:   # nothing to compare it with: kept, as the check finds it
         rec.output = ev.kept(out, rec.values_of)
         return
-    from .evidence import Evidence
-    stand, words, a, b = out.to("meta"), ev.poison_words, out, first.output
-    n = metrics.poison_count(out, words)
-    ev.known(metrics.poison_count, n, stand, words)
-    ev.known(Evidence._poison_count, n, stand)
-    same = metrics.same_bits(a, b)
-    ev.known(metrics.same_bits, same, stand, b)
+    stand, twin = out.to("meta"), first.output
+    ev.poison_counted(out, stand)
+    same = metrics.same_bits(out, twin)
+    ev.known(metrics.same_bits, same, stand, twin)
     if not same:   # determinism._launches_differ's numbers
-        ev.known(metrics.bitwise_differences, metrics.bitwise_differences(a, b), stand, b)
-        if a.shape == b.shape and a.is_floating_point():
-            ev.known(metrics.rel_error, metrics.rel_error(a, b), stand, b)
+        ev.known(metrics.bitwise_differences, metrics.bitwise_differences(out, twin), stand, twin)
+        if out.shape == twin.shape and out.is_floating_point():
+            ev.known(metrics.rel_error, metrics.rel_error(out, twin), stand, twin)
     rec.output = stand
     sizes.give_back_host()
 

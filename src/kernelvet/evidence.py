@@ -162,14 +162,20 @@ class Evidence:
         the reference crossing to it (metrics.compare), not by the host's cores, and recorded for the
         host copy, which holds the same bits."""
         from . import metrics
-        n = metrics.poison_count(arrived, self.poison_words)
-        self.known(metrics.poison_count, n, kept, self.poison_words)
-        self.known(Evidence._poison_count, n, kept)
+        self.poison_counted(arrived, kept)
         ref = self.refs64[key]   # made by now (the checked calls' sets), or made for the checks here
         if not ref.is_floating_point() or ref.shape != kept.shape or ref.device.type == "meta":
             return
         fn = metrics.compare_rows if key in self.reference_row_errors else metrics.compare
         self.known(fn, fn(arrived, ref), kept, ref)
+
+    def poison_counted(self, out: torch.Tensor, kept: torch.Tensor) -> None:
+        """`out`'s poison count, recorded for `kept`, which holds the same bits (a copy of it, or
+        its stand-in), where unwritten-output and `poisoned` read it."""
+        from .metrics import poison_count
+        n = poison_count(out, self.poison_words)
+        self.known(poison_count, n, kept, self.poison_words)
+        self.known(Evidence._poison_count, n, kept)
 
     def records(self, *phases: str) -> list[CallRecord]:
         return [c for c in self.calls if c.phase in phases and c.output is not None]

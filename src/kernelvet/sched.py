@@ -65,10 +65,9 @@ def between(a: Sample, b: Sample) -> dict:
     The main thread's wait is time the wall clock ran while the worker's serving thread could
     not: what a busy host adds to the duration of a request, and nothing the worker did. Its run
     time leaves out what a virtual machine's host took from its core while it ran (steal), and
-    time it spent blocked. The
-    longest wait of any one thread is what a busy host adds at least to a parallel region, which
-    ends with its slowest thread (the sum of all threads' waits would count overlapping waits
-    once per thread)."""
+    time it spent blocked. The longest wait of any one thread is what a busy host adds at least
+    to a parallel region, which ends with its slowest thread (the sum of all threads' waits would
+    count overlapping waits once per thread)."""
     known = a.cpu_s is not None and b.cpu_s is not None
     main = a.main_wait_s is not None and b.main_wait_s is not None
     cpu = b.cpu_s - a.cpu_s if known else None
