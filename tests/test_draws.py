@@ -70,3 +70,30 @@ def test_a_draws_error_reaches_the_user_of_that_set():
         assert d[3] == 3
     finally:
         d.close()
+
+
+def test_a_set_drawn_again_must_come_out_as_it_first_did():
+    """A set let go and read again is drawn again from its seed: the same set passes, one whose
+    generator moved on since (another draw between the seed and the set's) is the harness's
+    failure, not a finding against a candidate."""
+    from kernelvet.errors import HarnessError
+    shifted = []
+
+    def draw(key):
+        torch.manual_seed(key)
+        if shifted:
+            torch.randn(3)
+        return [torch.randn(4096), 7]
+
+    d = Draws(draw, order=[1, 2], ahead=0)
+    try:
+        first = d[1]
+        d.pop(1)
+        assert torch.equal(d[1][0], first[0])   # drawn again: the same
+        d.pop(1)
+        shifted.append(True)
+        with pytest.raises(HarnessError, match="drawn again"):
+            d[1]
+        assert d[2][1] == 7   # a set first drawn now sets its own print
+    finally:
+        d.close()

@@ -403,6 +403,86 @@ def test_a_lean_vet_still_rejects_a_cache_a_freed_storage_could_feed(name, monke
     assert failed(report) & {CheckId.CACHING, CheckId.PRECISION}, [f.summary for f in report.failed]
 
 
+def _redraw_held(monkeypatch) -> list:
+    """Every vet lean, tight and drawing its sets again; the fresh sets the judge held (its view and
+    the layers beneath) at each request of the candidate's plan (from its load on: before, the
+    judge makes its float64 references of the fresh sets it then sends the reference's run)."""
+    from kernelvet import spawn
+    _lean(monkeypatch)
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4,
+                                     redraw_sets=True))
+    seen_values, held = [], []
+    real_sent, real_request = judge.lean.sent, spawn.WorkerHandle.request
+
+    def sent(values, key, redraw):
+        if seen_values:
+            seen_values[-1] = values
+        return real_sent(values, key, redraw)
+
+    def request(self, type_, *a, **k):
+        if type_ == "load":   # the candidate's (the reference's load is sent without a wait)
+            seen_values.append(None)
+        if seen_values and seen_values[-1] is not None:
+            values = seen_values[-1]
+            layers = [values, getattr(values, "_own", None), getattr(values, "_shared", None)]
+            held.append({key for layer in layers if layer is not None for key in layer if 0 < key < 1000})
+        return real_request(self, type_, *a, **k)
+
+    for module in (judge.plan, judge.reference):
+        monkeypatch.setattr(module, "sent", sent)
+    monkeypatch.setattr(spawn.WorkerHandle, "request", request)
+    return held
+
+
+def test_a_vet_that_draws_its_sets_again_holds_one_fresh_set_at_a_time_and_passes_an_honest_kernel(monkeypatch):
+    """Under a holding that draws its sets again (level 1's L1Norm and L2Norm on an H200: 8 GiB a
+    set), the judge keeps no fresh set once its worker holds it: at any request of the vet it
+    holds at most the one it is sending, and a request carrying a copy of a seen set (a control)
+    or a check reading one (identity) draws it again for that alone."""
+    from kernelvet import draws
+    drawn = []
+    real = draws.Draws._same_as_first
+
+    def same(self, key, value):
+        drawn.append(key)
+        return real(self, key, value)
+
+    monkeypatch.setattr(draws.Draws, "_same_as_first", same)
+    held = _redraw_held(monkeypatch)
+    evs = _evidence(monkeypatch)
+    report = vet_entry(by_name("softmax"), "cpu")
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert held and max(len(h) for h in held) <= 1, held
+    fresh = sorted({c.values_of for c in evs[-1].records("fresh")})
+    assert len(fresh) >= 3 and all(drawn.count(k) >= 2 for k in fresh), drawn   # sent, then drawn again
+    assert report.finding(CheckId.IDENTITY).status is Status.PASS
+
+
+@pytest.mark.parametrize("name", ["copy_input", "garbage_softmax"])
+def test_a_vet_that_draws_its_sets_again_still_rejects(name, monkeypatch):
+    """A copy of an input is still caught by `identity`, which draws each set again to compare."""
+    _redraw_held(monkeypatch)
+    entry = by_name(name)
+    report = vet_entry(entry, "cpu")
+    assert report.verdict is Verdict.REJECT and failed(report) & entry.catches, [f.summary for f in report.failed]
+
+
+def test_kernelbench_l1norm_fits_an_h200_only_by_drawing_its_sets_again():
+    """Level 1's L1Norm and L2Norm (8 GiB sets and outputs, float32): no tight holding fits the
+    H200's host (120 GiB planned against 113) while the judge keeps its fresh sets; drawn again
+    where read, one set in hand at a time, it plans 96 GiB."""
+    device, host = tool.H200_DEVICE_BYTES, tool.H200_HOST_BYTES
+    size = dataclasses.replace(_elementwise(8), forward_bytes64=16 * GIB)   # its float64 forward's peak
+    hold = sizes.holding(size, device, host, rows=lambda: 32768)
+    assert hold.redraw_sets and hold.tight and hold.reference_slices == 2, hold
+    fp = sizes.footprint(size, hold)
+    assert fp.device <= sizes.HEADROOM * device and fp.host <= sizes.HEADROOM * host
+    kept = sizes.footprint(size, dataclasses.replace(hold, redraw_sets=False))
+    assert kept.host > sizes.HEADROOM * host
+    assert kept.host - fp.host == 3 * size.input_bytes   # the fresh sets the judge no longer keeps
+    assert not sizes.holding(_elementwise(6), device, host, rows=lambda: 4096).redraw_sets   # 6 GiB: not needed
+
+
 # -- memory the machine does not have -----------------------------------------------------------
 
 @pytest.mark.parametrize("raise_", ["raise MemoryError()",
@@ -561,6 +641,26 @@ def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel
     assert report.finding(CheckId.DETERMINISM).evidence["bitwise_equal_launches"] == 2
     assert all(ev.refs64[c.values_of].device.type == ev.judged_on.type for c in ev.records("fresh"))
     assert all(ev.refs64[c.values_of].dtype == (torch.float32 if tight else torch.float64) for c in ev.records("fresh"))
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("name", ["softmax", "copy_input"])
+def test_a_vet_on_cuda_that_draws_its_sets_again_on_the_device_judges_as_before(name, monkeypatch):
+    """Sets the device's generator draws (as a big problem's are), let go once sent and drawn again
+    where read: each comes out as it first did (draws.py checks), an honest kernel passes with the
+    judge holding at most one fresh set at a time, a copy of an input is still rejected."""
+    from kernelvet.judge import placement
+    monkeypatch.setattr(placement, "DEVICE_DRAW_BYTES", 1)
+    held = _redraw_held(monkeypatch)
+    entry = by_name(name)
+    report = vet_entry(entry, "cuda")
+    assert report.device["inputs_drawn_on"].startswith("cuda"), report.device
+    if name == "softmax":
+        assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+        assert held and max(len(h) for h in held) <= 1, held
+    else:
+        assert report.verdict is Verdict.REJECT and failed(report) & entry.catches, [f.summary for f in report.failed]
 
 
 @pytest.mark.gpu

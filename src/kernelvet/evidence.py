@@ -226,6 +226,24 @@ class Evidence:
         on = self.device if self.device.type != "cpu" and self.judged_on.type == "cpu" else None
         return self.memo(metrics.rel_distance, a, b, on)
 
+    def input_distances(self, out: torch.Tensor, key, skip: int | None = None) -> list[tuple[int, float, float]]:
+        """For each floating input of set `key` with as many elements as `out` (but input `skip`,
+        the output argument): its index, `out`'s relative distance to it and the reference's; once
+        per output and set. The set's tensors are not kept with the numbers: under a holding that
+        draws sets again (sizes.Holding.redraw_sets) each read draws the set, and held here, every
+        set read would stay beside what the plan counts."""
+        from . import metrics
+        memo_key = (Evidence.input_distances, id(out), key, skip)
+        if memo_key not in self._memo:
+            on = self.device if self.device.type != "cpu" and self.judged_on.type == "cpu" else None
+            ref, got = self.refs64[key], []
+            for i, x in enumerate(self.inputs[key]):
+                if i == skip or not isinstance(x, torch.Tensor) or x.numel() != out.numel() or not x.is_floating_point():
+                    continue
+                got.append((i, metrics.rel_distance(out, x, on), metrics.rel_distance(ref, x, on)))
+            self._memo[memo_key] = (got, (out,))   # the output kept: its id stays its own
+        return self._memo[memo_key][0]
+
     def known(self, fn, value, *tensors) -> None:
         """Record fn(*tensors) as `value`, computed elsewhere (compact.py: on the tensors these stand in for)."""
         self._memo[(getattr(fn, "__func__", fn), *map(id, tensors))] = (value, tensors)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import itertools
 import os
 import weakref
 
@@ -199,7 +200,10 @@ class Holding:
     beside tolerances of 5e-5 and up; metrics compare in float64 all the same), and no input set
     is drawn ahead of its use. `reference_slices` (a tight holding of a reference whose rows are
     independent, judge/row_slices.py): each float64 reference made that many slices of rows at a
-    time, each slice kept where the checks compare as it is made."""
+    time, each slice kept where the checks compare as it is made. `redraw_sets` (lean): the judge
+    keeps no copy of a fresh set once the worker holds it; a check or a request that reads one
+    later draws it again from its seed, for that use alone (judge/lean.py): one set in the judge's
+    hands at a time, at a few seconds a draw of a big set."""
 
     lean: bool = False
     judge_on_host: bool = False
@@ -207,9 +211,12 @@ class Holding:
     sets_on_device: bool = False   # the judge keeps its input sets on the device that drew them
     tight: bool = False
     reference_slices: int = 1
+    redraw_sets: bool = False
 
     def describe(self) -> str:
         where = ", sets kept on the device" if self.sets_on_device else ""
+        if self.redraw_sets:
+            where = ", sets drawn again where read" + where
         if self.reference_slices > 1:
             where = f", references made in {self.reference_slices} slices of rows" + where
         if not self.lean:
@@ -261,8 +268,7 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     }
     host = {
         # + two drawn ahead (none when tight, nor on the device, where a draw costs milliseconds), one in use
-        "judge input sets": (plan.fresh + (1 if hold.tight or hold.sets_on_device else 3) if hold.lean
-                             else plan.keys) * s,
+        "judge input sets": _judge_sets(hold, plan) * s,
         "judge weights": 2 * w,   # the reference model and the fresh values handed over
         "messages in flight": max(s, o) + w,
     }
@@ -279,8 +285,20 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     judged["judge recorded outputs"] = (plan.fresh + 2 if hold.lean else plan.outputs) * o
     # the fresh sets the checks read beside their outputs: a copy where they are compared, unless
     # the sets are kept there already
-    judged["judge fresh inputs (identity)"] = 0 if hold.sets_on_device == (judged is device) else plan.fresh * s
+    # (one at a time where they are drawn again)
+    judged["judge fresh inputs (identity)"] = 0 if hold.sets_on_device == (judged is device) else \
+        (1 if hold.redraw_sets else plan.fresh) * s
     return Footprint(sum(device.values()), sum(host.values()), device, host)
+
+
+def _judge_sets(hold: Holding, plan: PlanCounts) -> int:
+    """Input sets the judge holds at once: every key's (full), the fresh ones and those in use or
+    drawn ahead (lean), one (lean, drawing sets again where read)."""
+    if not hold.lean:
+        return plan.keys
+    if hold.redraw_sets:
+        return 1
+    return plan.fresh + (1 if hold.tight or hold.sets_on_device else 3)
 
 
 def reference_alone(size: ProblemSize) -> int:
@@ -296,7 +314,8 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
     """The leanest-needed holding that fits: the full plan if it fits both memories, else lean,
     else lean with the judge's references and outputs on the host, else that, tight; else, for a
     reference whose rows may be cut (`rows()`: how many; asked only then), that with its
-    references made in 2, 4, ... slices of rows (whichever fits first, in that order). When none
+    references made in 2, 4, ... slices of rows; else the tight holding that draws its sets again
+    where read, whole, then in 2, 4, ... slices (whichever fits first, in that order). When none
     does: the fewest slices that fit the memory the reference is made in, if any, else the tight
     holding, for `fits` to name."""
     def fit(hold):
@@ -306,21 +325,25 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
     for hold in HOLDINGS:
         if all(fit(hold)):
             return hold
+    batch = functools.cache(lambda: rows() if rows is not None else 1)
+    redrawn = dataclasses.replace(hold, redraw_sets=True)
+    tries = itertools.chain(_sliced(hold, batch), [redrawn], _sliced(redrawn, batch))
     made_fits = None
-    for sliced in _sliced(hold, rows() if rows is not None else 1):
+    for sliced in tries:
         fits_device, fits_host = fit(sliced)
         if fits_device and fits_host:
             return sliced
-        if made_fits is None and (fits_device if judge_device else fits_host):
+        if made_fits is None and sliced.reference_slices > 1 and (fits_device if judge_device else fits_host):
             made_fits = sliced
     return made_fits or hold
 
 
-def _sliced(hold: Holding, batch: int):
-    """`hold` with its references made in 2, 4, ... slices of rows, up to one a row of `batch`."""
-    k = 2
-    while k < 2 * batch:
-        yield dataclasses.replace(hold, reference_slices=min(k, batch))
+def _sliced(hold: Holding, batch):
+    """`hold` with its references made in 2, 4, ... slices of rows, up to one a row of `batch()`
+    (asked once, at the first)."""
+    k, rows = 2, None
+    while k < 2 * (rows := rows if rows is not None else batch()):
+        yield dataclasses.replace(hold, reference_slices=min(k, rows))
         k *= 2
 
 
@@ -343,7 +366,7 @@ def with_sets_on_device(size: ProblemSize, hold: Holding, device_bytes: int | No
             return dataclasses.replace(base, sets_on_device=True)
     if rows is None or not hold.lean or not device_bytes:
         return hold
-    for sliced in _sliced(hold, rows()):
+    for sliced in _sliced(hold, rows):
         if sliced.reference_slices > hold.reference_slices and fits_with(sliced):
             return dataclasses.replace(sliced, sets_on_device=True)
     return hold

@@ -32,11 +32,7 @@ def evaluate(ev) -> Finding:
     if len({c.values_of for c in recs}) < 3:
         return not_reached(CheckId.IDENTITY, "fewer than three independent input sets were checked")
     for c in recs:
-        ref = ev.refs64[c.values_of]
-        for i, x in enumerate(ev.inputs[c.values_of]):
-            if i == ev.output_arg or not isinstance(x, torch.Tensor) or x.numel() != c.output.numel() or not x.is_floating_point():
-                continue
-            d_out, d_ref = ev.rel_distance(c.output, x), ev.rel_distance(ref, x)
+        for i, d_out, d_ref in ev.input_distances(c.output, c.values_of, ev.output_arg):
             if d_ref > 1e-12 and d_out <= RATIO * d_ref:
                 return Finding(CheckId.IDENTITY, Status.FAIL,
                                f"output is a copy of input {i}: distance {d_out:.3g} to it, where the true "

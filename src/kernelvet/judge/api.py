@@ -27,7 +27,7 @@ from ..report import Report, Status, Timing, verdict_of
 from .assembly import _judge_least_ms, _mark_not_run, _vouched_times
 from .bodies import _load_body
 from . import memory_beside, own_error
-from .lean import _moved
+from .lean import _moved, borrowed, redraws
 from .placement import _judged_on, draws_on, needs_a_gpu
 from .plan import Plan
 from .policy import _BELOW_DISPATCHER, _library_policy, _parse_allow
@@ -345,7 +345,7 @@ class _Vet:
         ev = self.ev = Evidence(
             device=dev, device_info=info, peaks=pk, dtype=out_dtype, shape=tuple(refs64[fresh[0]].shape),
             flops=self.flops, bytes_moved=self.bytes_moved, refs64=refs64, judged_on=judged_on,
-            inputs=_Lazy(lambda k: [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in values[k]]),
+            inputs=_inputs_seen(values, judged_on, self.hold),
             reference_error=ref_run["error"], poison_words=poison_words, declared_tolerance=self.prob.tolerance,
             enabled=frozenset(c for c in ALL_CHECKS if c not in waived),
         )
@@ -508,6 +508,16 @@ def _float32_said(tf32_off: dict | None) -> dict:
         return {}
     return {"float32": f"cuDNN's TF32 off in the workers: the reference missed float64 by "
                        f"{tf32_off['tf32_error']:.3g} with it, by {tf32_off['error']:.3g} without"}
+
+
+def _inputs_seen(values, judged_on: torch.device, hold: sizes.Holding):
+    """The evidence's view of the input sets, where the checks compare (`identity` reads them):
+    kept once made, or, under a holding that draws sets again, drawn for each read and let go."""
+    redraw = redraws(hold)
+
+    def make(k):
+        return [x.to(judged_on) if isinstance(x, torch.Tensor) else x for x in borrowed(values, k, redraw)]
+    return _Lazy(make, keep=not redraw)
 
 
 def _ran_before(shared: SharedReference | None, price_nulls: bool) -> dict | None:

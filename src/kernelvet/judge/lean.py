@@ -1,5 +1,6 @@
 """A lean holding's judge side (sizes.Holding): sets let go once their one request is answered,
-and float64 references made on the device kept where the checks compare."""
+fresh sets let go once sent where the holding draws them again, and float64 references made on
+the device kept where the checks compare."""
 
 from __future__ import annotations
 
@@ -26,15 +27,47 @@ def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
         for layer in (getattr(ev.refs64, "_own", None), getattr(ev.refs64, "_shared", None)):
             if layer is not None:
                 layer.pop(key, None)
-    for held in (values, getattr(values, "_own", None), getattr(values, "_shared", None)):
-        if held is not None:
-            held.pop(key, None)
+    drop_set(values, key)
     sizes.give_back_host()   # the set's and its reference's work, before the worker's next request
     if not worker:
         return set()
     msg = w.request("release", {"sets": [key]})
     ev.extra["worker_sets_held"] = max(ev.extra.get("worker_sets_held", 0), int(msg.body.get("sets_held") or 0))
     return {key}
+
+
+def drop_set(values, key) -> None:
+    """The judge's copy of set `key` dropped, from a vet's view and the layers beneath it
+    (refcache.PerVet): asked for again, it is drawn again from its seed."""
+    for held in (values, getattr(values, "_own", None), getattr(values, "_shared", None)):
+        if held is not None:
+            held.pop(key, None)
+
+
+def redraws(hold) -> bool:
+    """Whether the holding (a sizes.Holding, or an Evidence's record of one) draws sets again where read."""
+    if hasattr(hold, "redraw_sets"):
+        return hold.redraw_sets
+    return bool((hold.extra.get("holding") or {}).get("redraw_sets"))
+
+
+def sent(values, key, redraw: bool) -> None:
+    """Set `key` is in the worker's hands: under a holding that draws sets again, the judge's own
+    copy goes (its float64 reference was made before any call); read later, it is drawn again."""
+    if redraw:
+        drop_set(values, key)
+        sizes.give_back_host()
+
+
+def borrowed(values, key, redraw: bool) -> list:
+    """Set `key`'s values for one use. Under a holding that draws sets again, a set the judge no
+    longer holds is drawn for this use alone and not kept: held, it would be one set more than
+    the plan counts, for the rest of the vet."""
+    if not redraw or key in values:
+        return values[key]
+    got = values[key]
+    drop_set(values, key)
+    return got
 
 
 def _moved(ref: torch.Tensor, where: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:

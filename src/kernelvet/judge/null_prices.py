@@ -28,10 +28,11 @@ LOOP_CALLS = (10, 2000)   # null loops priced at the shortest and the longest lo
 PAIR_OUTPUTS = 2   # outputs a pair request's reply carries: its unseen rep's, its seen rep's
 
 
-def pair_clocked(values: list, out_nbytes: int) -> bool:
-    """Whether a pair request carrying a set of these values, whose call's output takes
-    `out_nbytes`, moves little enough to be judged by the clock."""
-    carried = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+def pair_clocked(carried: list | int, out_nbytes: int) -> bool:
+    """Whether a pair request carrying a set of these values (or of these bytes), whose call's
+    output takes `out_nbytes`, moves little enough to be judged by the clock."""
+    if not isinstance(carried, int):
+        carried = sum(v.numel() * v.element_size() for v in carried if isinstance(v, torch.Tensor))
     return carried + PAIR_OUTPUTS * out_nbytes <= CLOCKED_MAX_BYTES
 
 
@@ -72,16 +73,21 @@ def null_pair(w, seen: int, values: list, max_blob, lead_ms: float = 0.0) -> dic
     return got
 
 
-# 7 parameters: the null requests' own (the worker, its sets, the settings, the message limit, the
-# device kind, the reps) and the values the null pair request carries
+# 8 parameters: the null requests' own (the worker, its sets, the settings, the message limit, the
+# device kind, the reps) and the set the null pair request carries, with its bytes
 def trusted(w, fresh, settings: Settings, max_blob, cuda: bool, reps: int = NULL_TIMING_REPS,
-            seen_values: list | None = None, out_nbytes: int = 0) -> dict:
+            seen_values=None, out_nbytes: int = 0, seen_bytes: int | None = None) -> dict:
     """The null prices of a worker that holds the reference (its input sets and, from its timing
     run, outputs of the problem's shape): a null timing request (of the reference's own reps, at
     most NULL_TIMING_REPS), the shortest and longest null loops, and (given the first seen set's
-    values and the call's output size) a null pair request. Run after the reference's timing and before the candidate is loaded."""
+    values, or a function that gets them, and the call's output size) a null pair request. Run
+    after the reference's timing and before the candidate is loaded. `seen_bytes`: the set's bytes,
+    where known without its values (a set the judge would draw again only to count them)."""
     prices = {"timing": null_timing(w, fresh, settings, reps, max_blob, cuda),
               "loops": [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]}
-    if seen_values is not None and pair_clocked(seen_values, out_nbytes):
-        prices["pair"] = null_pair(w, fresh[0], seen_values, max_blob)
+    if seen_values is None:
+        return prices
+    get = seen_values if callable(seen_values) else lambda: seen_values
+    if pair_clocked(seen_bytes if seen_bytes is not None else get(), out_nbytes):
+        prices["pair"] = null_pair(w, fresh[0], get(), max_blob)
     return prices

@@ -18,7 +18,7 @@ from ..evidence import Evidence
 from ..ids import CheckId
 from . import null_prices
 from .bodies import _decode_output, _encode_set, _faults_kept, _load_body, _pair_body, _time_body
-from .lean import _let_go, _not_needed
+from .lean import _let_go, _not_needed, borrowed, redraws, sent
 from .policy import _audit_wanted, _early_failure, _policy_needs_trace
 from .settings import LOOP_ATTEMPTS, Settings, _CONTROL, _LOOP, _OVERWRITE, _PROBE, _WARMUP
 
@@ -66,11 +66,15 @@ class Plan:
 
     def call(self, phase, set_id, **flags):
         blobs = ()
-        if set_id not in self.placed:
+        sending = set_id not in self.placed
+        if sending:
             flags["layout"], blobs = _encode_set(self.values[set_id])
             self.placed.add(set_id)
         msg = self.record(phase, set_id, self.w.request("call", {"set": set_id, **flags}, blobs,
                                                         max_blob_bytes=self.max_blob))
+        del blobs
+        if sending and set_id in self.fresh:   # the worker keeps it for the timing
+            sent(self.values, set_id, redraws(self.ev))
         self.ev.add_call(phase, set_id, self.set_values[set_id], msg.body, _decode_output(msg))
 
     def upload(self, *keys):
@@ -265,7 +269,7 @@ class Plan:
         ev, fresh = self.ev, self.fresh
         pairs, waits, controls, clocks = [], [], [], []
         # the pairs by the judge's clock need a priced timing request to scale by (checks/pair_clock.py)
-        clocked = ev.null_timing and null_prices.pair_clocked(self.values[self.set_values[fresh[0]]], self.out_nbytes)
+        clocked = ev.null_timing and null_prices.pair_clocked(self._seen_bytes(fresh[0]), self.out_nbytes)
         null_s = self._null_pair(fresh[0]) if clocked else None
         for j, k in enumerate(unseen):
             seen = fresh[j % len(fresh)]
@@ -318,7 +322,7 @@ class Plan:
         that remembers answers by value answers its first rep from memory."""
         key = _CONTROL + len(self.controls)
         self.controls[key] = seen   # its outputs are verified as the seen set's
-        got = self._pair_request(key, self.values[self.set_values[seen]], seen, control=True)
+        got = self._pair_request(key, self._seen_values(seen), seen, control=True)
         if (self.ev.extra.get("holding") or {}).get("lean"):   # as its unseen twin is, by _let_go
             self.w.request("release", {"sets": [key]})
             self.released.add(key)
@@ -328,8 +332,19 @@ class Plan:
         """The judge's price of a pair request without the candidate (null_prices.null_pair, with
         the candidate's lead spin), by the judge's clock less its serving thread's waits, in s."""
         lead_ms = float((self.ev.timing or {}).get("lead_ms", 0.0))
-        got = null_prices.null_pair(self.w, seen, self.values[self.set_values[seen]], self.max_blob, lead_ms)
+        got = null_prices.null_pair(self.w, seen, self._seen_values(seen), self.max_blob, lead_ms)
         return got["judge_s"] - (got.get("main_wait_s") or 0.0)
+
+    def _seen_values(self, seen) -> list:
+        """The values seen set `seen` holds now, for a request that carries a copy of them (drawn
+        again for that alone, where the holding draws sets again)."""
+        return borrowed(self.values, self.set_values[seen], redraws(self.ev))
+
+    def _seen_bytes(self, seen) -> int | list:
+        """The bytes of seen set `seen` (the problem's input set size, where the judge measured it),
+        else its values, whose bytes are counted."""
+        size = self.ev.extra.get("problem_size") or {}
+        return size["input_bytes"] if "input_bytes" in size else self._seen_values(seen)
 
     def clocked_time(self, body: dict):
         """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the

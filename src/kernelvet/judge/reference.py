@@ -17,6 +17,7 @@ from ..dispatch_modes import defer_dynamo
 from ..errors import HarnessError, UsageError
 from ..problem import Problem
 from . import null_prices
+from .lean import borrowed, redraws, sent
 from .bodies import _decode_output, _encode_set, _time_body
 from .settings import Settings
 
@@ -35,14 +36,17 @@ def _derived_seed(secret: int, what: str) -> int:
 
 
 class _Lazy(dict):
-    """A dict whose missing keys are made by `make(key)` on first use, then kept."""
+    """A dict whose missing keys are made by `make(key)` on first use, then kept (unless `keep`
+    is false: made again at each use)."""
 
-    def __init__(self, make):
+    def __init__(self, make, keep: bool = True):
         super().__init__()
-        self._make = make
+        self._make, self._keep = make, keep
 
     def __missing__(self, key):
-        value = self[key] = self._make(key)
+        value = self._make(key)
+        if self._keep:
+            self[key] = value
         return value
 
 
@@ -67,9 +71,12 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
             raise UsageError(f"{name}: {too_big}")
     try:
         w.request(None)   # the `load` sent before the float64 references were computed
+        redraw = redraws(hold)
         for k in fresh:
             layout, blobs = _encode_set(values[k])
             w.request("inputs", {"set": k, "layout": layout}, blobs)
+            del layout, blobs
+            sent(values, k, redraw)
         out, second, traced, timed, errors, row_errors = _reference_calls(w, fresh, refs64, settings, floor)
         tf32 = None   # the library's default
         ops = set(traced.get("aten_ops", []))
@@ -83,7 +90,8 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
         # what the judge's clocks will subtract, priced before any candidate code runs here
         prices = null_prices.trusted(w, fresh, settings, w.max_blob_bytes, dev.type == "cuda",
                                      reps=len(timed.get("times_ms") or ()),
-                                     seen_values=values[fresh[0]], out_nbytes=_nbytes(out)) if price_nulls else None
+                                     seen_values=lambda: borrowed(values, fresh[0], redraw), out_nbytes=_nbytes(out),
+                                     seen_bytes=size.input_bytes if size is not None else None) if price_nulls else None
     except (spawn.WorkerEnded, spawn.CandidateRaised) as exc:
         if isinstance(exc, spawn.WorkerEnded) and "timed out" in str(exc):
             raise _problem_timed_out(name, timeout, exc) from None
