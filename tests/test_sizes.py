@@ -403,14 +403,14 @@ def test_a_lean_vet_still_rejects_a_cache_a_freed_storage_could_feed(name, monke
     assert failed(report) & {CheckId.CACHING, CheckId.PRECISION}, [f.summary for f in report.failed]
 
 
-def _redraw_held(monkeypatch) -> list:
+def _redraw_held(monkeypatch, sets_on_device: bool = False) -> list:
     """Every vet lean, tight and drawing its sets again; the fresh sets the judge held (its view and
     the layers beneath) at each request of the candidate's plan (from its load on: before, the
     judge makes its float64 references of the fresh sets it then sends the reference's run)."""
     from kernelvet import spawn
     _lean(monkeypatch)
     _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4,
-                                     redraw_sets=True))
+                                     redraw_sets=True, sets_on_device=sets_on_device))
     seen_values, held = [], []
     real_sent, real_request = judge.lean.sent, spawn.WorkerHandle.request
 
@@ -645,17 +645,20 @@ def test_a_lean_vet_on_cuda_frees_sets_on_the_device_and_passes_an_honest_kernel
 
 @pytest.mark.gpu
 @CUDA
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("name", ["softmax", "copy_input"])
-def test_a_vet_on_cuda_that_draws_its_sets_again_on_the_device_judges_as_before(name, monkeypatch):
+def test_a_vet_on_cuda_that_draws_its_sets_again_on_the_device_judges_as_before(name, kept, monkeypatch):
     """Sets the device's generator draws (as a big problem's are), let go once sent and drawn again
-    where read: each comes out as it first did (draws.py checks), an honest kernel passes with the
-    judge holding at most one fresh set at a time, a copy of an input is still rejected."""
+    where read, kept on the host or on the device (L1Norm's on an H200): each comes out as it first
+    did (draws.py checks), an honest kernel passes with the judge holding at most one fresh set at
+    a time, a copy of an input is still rejected."""
     from kernelvet.judge import placement
     monkeypatch.setattr(placement, "DEVICE_DRAW_BYTES", 1)
-    held = _redraw_held(monkeypatch)
+    held = _redraw_held(monkeypatch, sets_on_device=kept)
     entry = by_name(name)
     report = vet_entry(entry, "cuda")
     assert report.device["inputs_drawn_on"].startswith("cuda"), report.device
+    assert report.device["sets_kept_on"].startswith("cuda" if kept else "cpu"), report.device
     if name == "softmax":
         assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
         assert held and max(len(h) for h in held) <= 1, held

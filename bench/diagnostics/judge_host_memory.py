@@ -134,17 +134,22 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--vets", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--lean", action="store_true")
+    ap.add_argument("--tight", action="store_true", help="with --lean: references kept in float32 (sizes.Holding.tight)")
+    ap.add_argument("--redraw", action="store_true", help="with --lean: tight, and fresh sets drawn again where read "
+                                                          "(sizes.Holding.redraw_sets)")
     ap.add_argument("--allow", action="append", default=[])
     ap.add_argument("--collect", action="store_true", help="after each request, collect cycles and count what that freed")
     ap.add_argument("--trim", action="store_true", help="after each request, have the C allocator give back what it "
                                                         "keeps of freed memory (malloc_trim) and count it")
     a = ap.parse_args(argv)
+    lean = sizes.Holding(lean=True, judge_on_host=True, tight=a.tight or a.redraw, redraw_sets=a.redraw,
+                         output_itemsize=4 if a.tight or a.redraw else 0)
     held = {}   # the problem's size (from the plan's own footprints) and the holding the vet follows
     real_plan, real_footprint = sizes.plan_for, sizes.footprint
 
     def plan_for(*x, **k):
         hold, shape_size = real_plan(*x, **k)
-        held["hold"] = sizes.Holding(lean=True, judge_on_host=True) if a.lean else hold
+        held["hold"] = lean if a.lean else hold
         if shape_size is not None:   # the outputs at their own dtype (a size measured later counts float64)
             held["shape_size"] = shape_size
         return held["hold"], shape_size
@@ -155,7 +160,7 @@ def main(argv: list[str]) -> int:
 
     sizes.plan_for, sizes.footprint = plan_for, footprint
     if a.lean:
-        sizes.holding_for = lambda *x, **k: sizes.Holding(lean=True, judge_on_host=True)
+        sizes.holding_for = lambda *x, **k: lean
     samples, real_request = [], spawn.WorkerHandle.request
 
     def request(self, type_, body=None, *x, **k):
