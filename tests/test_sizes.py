@@ -726,15 +726,17 @@ def test_the_device_memory_the_holding_is_chosen_by_is_the_devices():
     assert sizes.holding(size, device_bytes, host_bytes).lean
 
 
-@pytest.mark.parametrize("tight", [False, True])
+@pytest.mark.parametrize("tight", [False, True, "redraw"])
 def test_lean_vets_sharing_a_reference_let_go_of_the_sets_used_once(tmp_path, monkeypatch, tight):
     """A set used for one request leaves the problem's shared sets and references too (a later vet
-    draws it again): kept there, every such set of a big problem would outlive its vet."""
+    draws it again): kept there, every such set of a big problem would outlive its vet. Under a
+    holding that draws sets again, the fresh sets leave them too, and each vet draws them again."""
     from kernelvet.problem import load_problem
     from kernelvet.refcache import ReferenceCache
     _lean(monkeypatch)
     if tight:
-        _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4))
+        _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4,
+                                         redraw_sets=tight == "redraw"))
     text = problem("return xs[0] * 2 + 1", "return [torch.randn(64, 64)]")
     ref = write(tmp_path, "affine.py", text)
     honest, zeros = write(tmp_path, "h.py", as_candidate(text)), write(tmp_path, "z.py", text + RIGHT_THEN_ZEROS)
@@ -743,7 +745,8 @@ def test_lean_vets_sharing_a_reference_let_go_of_the_sets_used_once(tmp_path, mo
         first = vet(honest, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)
         shared = cache.get(torch.device("cpu"))
         once, fresh = judge.settings._WARMUP, [k for k in shared.refs64 if 0 < k < 1000]
-        assert once not in shared.refs64 and once not in shared.values and fresh   # the fresh sets stay
+        assert once not in shared.refs64 and once not in shared.values and fresh   # the fresh sets' references stay
+        assert (set(fresh) & set(shared.values)) == (set() if tight == "redraw" else set(fresh))
         assert shared.refs64[once].device.type == "cpu"   # made again on use, not a stand-in
         assert shared.refs64[once].dtype == (torch.float32 if tight else torch.float64)
         second = vet(zeros, ref, device="cpu", settings=QUICK, allow=allow, reference=cache)

@@ -39,9 +39,8 @@ def _let_go(w, ev: Evidence, values, key, worker: bool = True) -> set:
 def drop_set(values, key) -> None:
     """The judge's copy of set `key` dropped, from a vet's view and the layers beneath it
     (refcache.PerVet): asked for again, it is drawn again from its seed."""
-    for held in (values, getattr(values, "_own", None), getattr(values, "_shared", None)):
-        if held is not None:
-            held.pop(key, None)
+    for held in _layers(values):
+        held.pop(key, None)
 
 
 def redraws(hold) -> bool:
@@ -63,11 +62,22 @@ def borrowed(values, key, redraw: bool) -> list:
     """Set `key`'s values for one use. Under a holding that draws sets again, a set the judge no
     longer holds is drawn for this use alone and not kept: held, it would be one set more than
     the plan counts, for the rest of the vet."""
-    if not redraw or key in values:
+    if not redraw or _held(values, key):
         return values[key]
     got = values[key]
     drop_set(values, key)
     return got
+
+
+def _held(values, key) -> bool:
+    """Whether set `key` is in the judge's hands, in a vet's view or a layer beneath it."""
+    return any(key in layer for layer in _layers(values))
+
+
+def _layers(values) -> list:
+    """A vet's view of its sets and the layers beneath it (refcache.PerVet: its own, the problem's)."""
+    return [held for held in (values, getattr(values, "_own", None), getattr(values, "_shared", None))
+            if held is not None]
 
 
 def _moved(ref: torch.Tensor, where: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
