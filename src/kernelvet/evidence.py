@@ -223,8 +223,12 @@ class Evidence:
         """metrics.rel_distance(a, b), once per pair; judged on the host in a vet on an accelerator,
         two big tensors (outputs, references) are compared there, each slice crossing to it."""
         from . import metrics
-        on = self.device if self.device.type != "cpu" and self.judged_on.type == "cpu" else None
-        return self.memo(metrics.rel_distance, a, b, on)
+        return self.memo(metrics.rel_distance, a, b, self._distances_on())
+
+    def _distances_on(self) -> torch.device | None:
+        """Where a distance between two tensors kept on the host is computed: on the vet's
+        accelerator where it judges on the host (each slice crossing to it), else where they are."""
+        return self.device if self.device.type != "cpu" and self.judged_on.type == "cpu" else None
 
     def input_distances(self, out: torch.Tensor, key, skip: int | None = None) -> list[tuple[int, float, float]]:
         """For each floating input of set `key` with as many elements as `out` (but input `skip`,
@@ -235,8 +239,7 @@ class Evidence:
         from . import metrics
         memo_key = (Evidence.input_distances, id(out), key, skip)
         if memo_key not in self._memo:
-            on = self.device if self.device.type != "cpu" and self.judged_on.type == "cpu" else None
-            ref, got = self.refs64[key], []
+            on, ref, got = self._distances_on(), self.refs64[key], []
             for i, x in enumerate(self.inputs[key]):
                 if i == skip or not isinstance(x, torch.Tensor) or x.numel() != out.numel() or not x.is_floating_point():
                     continue

@@ -341,8 +341,8 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
 def _sliced(hold: Holding, batch):
     """`hold` with its references made in 2, 4, ... slices of rows, up to one a row of `batch()`
     (asked once, at the first)."""
-    k, rows = 2, None
-    while k < 2 * (rows := rows if rows is not None else batch()):
+    rows, k = batch(), 2
+    while k < 2 * rows:
         yield dataclasses.replace(hold, reference_slices=min(k, rows))
         k *= 2
 

@@ -11,6 +11,8 @@ reference is trusted): those prices bound what a null request may cost later (ch
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from .. import sched
@@ -76,18 +78,16 @@ def null_pair(w, seen: int, values: list, max_blob, lead_ms: float = 0.0) -> dic
 # 8 parameters: the null requests' own (the worker, its sets, the settings, the message limit, the
 # device kind, the reps) and the set the null pair request carries, with its bytes
 def trusted(w, fresh, settings: Settings, max_blob, cuda: bool, reps: int = NULL_TIMING_REPS,
-            seen_values=None, out_nbytes: int = 0, seen_bytes: int | None = None) -> dict:
+            seen_values: Callable[[], list] | None = None, out_nbytes: int = 0,
+            seen_bytes: int | None = None) -> dict:
     """The null prices of a worker that holds the reference (its input sets and, from its timing
     run, outputs of the problem's shape): a null timing request (of the reference's own reps, at
     most NULL_TIMING_REPS), the shortest and longest null loops, and (given the first seen set's
-    values, or a function that gets them, and the call's output size) a null pair request. Run
+    values, as a function that gets them, and the call's output size) a null pair request. Run
     after the reference's timing and before the candidate is loaded. `seen_bytes`: the set's bytes,
     where known without its values (a set the judge would draw again only to count them)."""
     prices = {"timing": null_timing(w, fresh, settings, reps, max_blob, cuda),
               "loops": [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]}
-    if seen_values is None:
-        return prices
-    get = seen_values if callable(seen_values) else lambda: seen_values
-    if pair_clocked(seen_bytes if seen_bytes is not None else get(), out_nbytes):
-        prices["pair"] = null_pair(w, fresh[0], get(), max_blob)
+    if seen_values is not None and pair_clocked(seen_bytes if seen_bytes is not None else seen_values(), out_nbytes):
+        prices["pair"] = null_pair(w, fresh[0], seen_values(), max_blob)
     return prices

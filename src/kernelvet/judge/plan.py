@@ -269,7 +269,8 @@ class Plan:
         ev, fresh = self.ev, self.fresh
         pairs, waits, controls, clocks = [], [], [], []
         # the pairs by the judge's clock need a priced timing request to scale by (checks/pair_clock.py)
-        clocked = ev.null_timing and null_prices.pair_clocked(self._seen_bytes(fresh[0]), self.out_nbytes)
+        # (by the problem's set size, recorded before the plan: counting a set's values would draw it again)
+        clocked = ev.null_timing and null_prices.pair_clocked(ev.extra["problem_size"]["input_bytes"], self.out_nbytes)
         null_s = self._null_pair(fresh[0]) if clocked else None
         for j, k in enumerate(unseen):
             seen = fresh[j % len(fresh)]
@@ -339,12 +340,6 @@ class Plan:
         """The values seen set `seen` holds now, for a request that carries a copy of them (drawn
         again for that alone, where the holding draws sets again)."""
         return borrowed(self.values, self.set_values[seen], redraws(self.ev))
-
-    def _seen_bytes(self, seen) -> int | list:
-        """The bytes of seen set `seen` (the problem's input set size, where the judge measured it),
-        else its values, whose bytes are counted."""
-        size = self.ev.extra.get("problem_size") or {}
-        return size["input_bytes"] if "input_bytes" in size else self._seen_values(seen)
 
     def clocked_time(self, body: dict):
         """A timing request of the candidate, bracketed by the judge's clocks (`timers` bounds the
