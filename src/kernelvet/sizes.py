@@ -467,7 +467,8 @@ class LiveBytes(TorchDispatchMode):
     float64 would hold them (`peak64`: what the judge's float64 reference needs beside its inputs
     and weights). A view adds nothing (its base holds the storage), an in-place op's result is its
     input. A reduction to one number holds its inputs' size in intermediates that its output never
-    shows (KernelBench's MSE loss: 16 GiB in float64 for a scalar)."""
+    shows (KernelBench's MSE loss: 16 GiB in float64 for a scalar), and so does a loss that is one
+    op: aten makes its elementwise loss whole, then reduces it (`_reduced_loss`)."""
 
     def __init__(self):
         super().__init__()
@@ -476,10 +477,11 @@ class LiveBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self._count(out)
+        self._count(out, _reduced_loss(func, args, kwargs))
         return out
 
-    def _count(self, out) -> None:
+    def _count(self, out, hidden: tuple[int, int] = (0, 0)) -> None:
+        """`hidden`: bytes (as they are, in float64) the op held inside it beside its outputs."""
         for t in _leaves(out):
             if id(t) not in self._seen and not t._is_view():
                 self._seen.add(id(t))
@@ -488,7 +490,8 @@ class LiveBytes(TorchDispatchMode):
                 self.live += n
                 self.live64 += n64
                 weakref.finalize(t, self._free, id(t), n, n64)
-        self.peak, self.peak64 = max(self.peak, self.live), max(self.peak64, self.live64)
+        self.peak = max(self.peak, self.live + hidden[0])
+        self.peak64 = max(self.peak64, self.live64 + hidden[1])
 
     def _free(self, ident: int, n: int, n64: int) -> None:
         self._seen.discard(ident)
@@ -508,8 +511,28 @@ class _OpBudget(LiveBytes):
         if self.left < 0:
             raise _TooLong()
         out = func(*args, **(kwargs or {}))
-        self._count(out)   # not through LiveBytes' own (wrapped) dispatch: that would import Dynamo
+        self._count(out, _reduced_loss(func, args, kwargs))   # not through LiveBytes' own (wrapped) dispatch: that would import Dynamo
         return out
+
+
+def _reduced_loss(func, args, kwargs) -> tuple[int, int]:
+    """Bytes (as they are, in float64) of the elementwise loss an op with a `reduction` argument
+    that reduces makes inside it, at most its largest floating input's size: aten's losses
+    (smooth_l1_loss, huber_loss, binary_cross_entropy, ...) fill such a tensor whole and then reduce
+    it, and their output (one number) never shows it. (0, 0) for any other op."""
+    schema = getattr(func, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    if "reduction" not in names:
+        return 0, 0
+    i = names.index("reduction")
+    reduction = (kwargs or {}).get("reduction", args[i] if i < len(args) else schema.arguments[i].default_value)
+    if not reduction:   # Reduction::None: the elementwise loss is the output, counted as such
+        return 0, 0
+    floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    largest = max(floats, key=lambda t: t.numel(), default=None)
+    if largest is None:
+        return 0, 0
+    return largest.numel() * largest.element_size(), largest.numel() * WIDEST
 
 
 defer_dynamo(LiveBytes)
