@@ -347,7 +347,7 @@ def merge(parts: list[str], folder: str) -> dict:
         if not part_info:
             raise SystemExit(f"{part}: no problems.json (not a results folder of this script)")
         info.update(part_info)
-        commands += part_commands
+        commands += [c for c in part_commands if c not in commands]   # a resumed part carries its first's
         for r in read_records(os.path.join(part, "results.jsonl"))[0]:
             records[r.id] = r
     os.makedirs(folder, exist_ok=True)

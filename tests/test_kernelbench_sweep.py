@@ -151,10 +151,11 @@ def test_parts_run_apart_merge_into_one_table(tmp_path):
         records = [_r(f"level1_00{n}_ref", "reject", ["library-call"]), _r(f"level1_00{n}_ref-allowed", "pass"),
                    _r(f"level1_00{n}_zeros", "reject", ["precision"])]
         (part / "results.jsonl").write_bytes(b"".join(r.line() for r in records))
-        sweep.write_tables(str(part), records, {(1, n): info[(1, n)]}, [f"run part {n}"], 0)
+        # part 2 resumed part 1's folder: its commands begin with part 1's
+        sweep.write_tables(str(part), records, {(1, n): info[(1, n)]}, [f"run part {k}" for k in range(1, n + 1)], 0)
     table = sweep.merge([str(tmp_path / "part1"), str(tmp_path / "part2")], str(tmp_path / "all"))
     assert table["problems"] == 2 and table["as_expected"] == 2 and not table["missing"]
-    assert table["commands"] == ["run part 1", "run part 2"]
+    assert table["commands"] == ["run part 1", "run part 2"]   # each once
     saved = json.loads((tmp_path / "all" / "sweep.json").read_text())
     assert [r["number"] for r in saved["rows"]] == [1, 2]
     assert "run part 1" in (tmp_path / "all" / "sweep.md").read_text()
