@@ -511,13 +511,14 @@ class _OpBudget(LiveBytes):
         if self.left < 0:
             raise _TooLong()
         out = func(*args, **(kwargs or {}))
-        self._count(out, _reduced_loss(func, args, kwargs))   # not through LiveBytes' own (wrapped) dispatch: that would import Dynamo
+        # not through LiveBytes' own (wrapped) dispatch: that would import Dynamo
+        self._count(out, _reduced_loss(func, args, kwargs))
         return out
 
 
 def _reduced_loss(func, args, kwargs) -> tuple[int, int]:
     """Bytes (as they are, in float64) of the elementwise loss an op with a `reduction` argument
-    that reduces makes inside it, at most its largest floating input's size: aten's losses
+    that reduces makes inside it, bounded by its largest floating input's size: aten's losses
     (smooth_l1_loss, huber_loss, binary_cross_entropy, ...) fill such a tensor whole and then reduce
     it, and their output (one number) never shows it. (0, 0) for any other op."""
     schema = getattr(func, "_schema", None)
