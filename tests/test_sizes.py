@@ -151,16 +151,16 @@ def test_a_loss_that_is_one_op_counts_the_elementwise_loss_it_makes_inside(reduc
     assert not sizes.fits(dataclasses.replace(est, forward_bytes64=8), int(79.18 * GIB), hold=hold)   # as it was
 
 
+class _Sum(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1)
+
+
 def test_an_op_without_a_reduction_argument_hides_nothing():
     with torch.device("meta"):
         x = torch.empty(1024, 1024)
     est = sizes.shape_only(_Sum(), [x])
     assert est is not None and est.forward_bytes64 == 1024 * 8
-
-
-class _Sum(torch.nn.Module):
-    def forward(self, x):
-        return x.sum(dim=1)
 
 
 class _Caching(torch.nn.Module):
