@@ -162,7 +162,7 @@ def row(level: int, number: int, path: str, device_bytes: int = H200_DEVICE_BYTE
         if not rows:
             rows.append(_rows(path))
         return rows[0]
-    hold = sizes.holding(size, device_bytes, host_bytes, rows=batch_rows)
+    hold = sizes.holding(size, device_bytes, host_bytes, rows=batch_rows, copies_on_host=True)
     # on CUDA the device draws the sets, and keeps them where the plan still fits with them
     hold = sizes.with_sets_on_device(size, hold, device_bytes, host_bytes, rows=batch_rows)
     foot = sizes.footprint(size, hold)

@@ -25,7 +25,7 @@ GROUPS = {
     "launcher": "launcher", "containment": "launcher", "sandbox": "launcher", "reaper": "launcher",
     "triton_key": "launcher", "namespaces": "launcher", "seccomp": "launcher",
     # the worker's process: serving requests, the libraries a spare warms before any candidate
-    # (worker/: serve, reps, bindings, observe, __main__)
+    # (worker/: serve, reps, bindings, observe, host_copies, __main__)
     "worker": "worker", "warm": "worker", "after_return": "worker",
     # the judge/worker messages
     "protocol": "wire", "codec": "wire", "wire": "wire",

@@ -250,6 +250,31 @@ def _evidence(monkeypatch) -> list:
     return seen
 
 
+@pytest.mark.parametrize("name", ["softmax", "inplace_relu"])
+def test_a_holding_with_the_workers_copies_on_the_host_says_so_in_each_request_that_copies(name, monkeypatch):
+    """The worker is told per request (a checked call, the probe, the timing): on the CPU its
+    copies stay where they are, and verdicts are as ever."""
+    from kernelvet import spawn
+    _hold(monkeypatch, sizes.Holding(lean=True, copies_on_host=True))
+    sent = []
+    real = spawn.WorkerHandle._request
+
+    def spy(self, type_, body, *rest):
+        sent.append((type_, dict(body or {})))
+        return real(self, type_, body, *rest)
+
+    monkeypatch.setattr(spawn.WorkerHandle, "_request", spy)
+    entry = by_name(name)
+    report = vet_entry(entry, "cpu")
+    told = {t for t, b in sent if b.get("copies_on_host")}
+    assert {"call", "time"} <= told <= set(spawn._COPYING), sent
+    assert all(not b.get("copies_on_host") for t, b in sent if t not in spawn._COPYING)
+    if entry.kind == "honest":
+        assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    else:
+        assert report.verdict is Verdict.REJECT and failed(report) & entry.catches, [f.summary for f in report.failed]
+
+
 def test_a_lean_vet_frees_each_set_after_its_one_request_and_passes_an_honest_kernel(monkeypatch):
     held, dropped = _lean(monkeypatch)
     evs = _evidence(monkeypatch)
@@ -759,6 +784,25 @@ def test_a_lean_vet_on_cuda_still_rejects_a_cache(name, monkeypatch):
 
 @pytest.mark.gpu
 @CUDA
+@pytest.mark.parametrize("name", ["softmax", "pointer_keyed_graph", "inplace_relu", "pointer_cache"])
+def test_a_vet_whose_worker_keeps_its_input_copies_on_the_host_judges_as_before(name, monkeypatch):
+    """A checked call's inputs and a seen set's own values copied to the worker's host memory,
+    compared and put back from there: an honest kernel passes (a graph keyed on pointers replays
+    on the values put back), a kernel that writes its input or answers by pointer is rejected."""
+    _lean(monkeypatch)
+    _hold(monkeypatch, sizes.Holding(lean=True, judge_on_host=True, tight=True, copies_on_host=True, output_itemsize=4))
+    evs = _evidence(monkeypatch)
+    entry = by_name(name)
+    report = vet_entry(entry, "cuda")
+    assert evs[-1].extra["holding"]["copies_on_host"]
+    if entry.kind == "honest":
+        assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    else:
+        assert report.verdict is Verdict.REJECT and failed(report) & entry.catches, [f.summary for f in report.failed]
+
+
+@pytest.mark.gpu
+@CUDA
 def test_the_device_memory_the_holding_is_chosen_by_is_the_devices():
     device_bytes, host_bytes = sizes.memories(torch.device("cuda"))
     assert device_bytes == torch.cuda.get_device_properties(0).total_memory and host_bytes
@@ -991,6 +1035,25 @@ def test_kernelbench_activations_keep_their_sets_on_an_h200_when_references_are_
     assert fp.host_terms["judge fresh inputs (identity)"] == 3 * size.input_bytes   # compared on the host
     assert sizes.with_sets_on_device(size, hold, device, host, rows=lambda: 1) == hold
     assert sizes.with_sets_on_device(size, hold, device, host) == hold
+
+
+def test_kernelbench_activations_fit_an_80_gb_card_only_with_the_workers_copies_on_the_host():
+    """A 6 GiB activation on an 80 GB H100 (79.2 GiB) and its host (125.7 GiB): no holding whose
+    worker keeps its two input copies on the device fits; with them on the host (CUDA only) the
+    tight holding with its references made in slices does, the copies counted on the host."""
+    device, host, rows = int(79.2 * GIB), int(125.7 * GIB), (lambda: 4096)
+    size = _elementwise(6)
+    assert not sizes.holding(size, device, host, rows=rows).copies_on_host
+    assert sizes.footprint(size, sizes.holding(size, device, host, rows=rows)).device > sizes.HEADROOM * device
+    hold = sizes.holding(size, device, host, rows=rows, copies_on_host=True)
+    assert hold.copies_on_host and hold.tight and hold.reference_slices > 1 and not hold.redraw_sets
+    fp = sizes.footprint(size, hold)
+    assert fp.device <= sizes.HEADROOM * device and fp.host <= sizes.HEADROOM * host
+    assert fp.host_terms["worker input copies"] == 2 * size.input_bytes and "worker input copies" not in fp.device_terms
+    assert fp.device_terms["worker copy staging"] == sizes.STAGING_BYTES
+    assert "the worker's input copies on the host" in hold.describe()
+    # a problem that fits without it never crosses the bus for its copies
+    assert not sizes.holding(_elementwise(1), device, host, rows=rows, copies_on_host=True).copies_on_host
 
 
 def test_a_memory_note_is_for_cuda_devices_only():

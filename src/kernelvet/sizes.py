@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
-import itertools
 import os
 import weakref
 
@@ -25,6 +24,7 @@ from .dispatch_modes import defer_dynamo, settle
 MARGIN = 2               # slack on the largest tensor a message of this problem may carry
 WIDEST = 8               # bytes per element of the widest dtype the protocol carries
 FLOOR_BYTES = 1 << 20    # tiny problems: a message may always carry this much
+STAGING_BYTES = 256 << 20   # a slice of a host copy on the device, as the worker compares or puts it back
 
 # The estimate problems were once refused by (`device_need`), kept for comparison
 # (bench/kernelbench_sizes.py): it undercounted the full plan and overcounted a lean one. What a
@@ -203,7 +203,11 @@ class Holding:
     time, each slice kept where the checks compare as it is made. `redraw_sets` (lean): the judge
     keeps no copy of a fresh set once the worker holds it; a check or a request that reads one
     later draws it again from its seed, for that use alone (judge/lean.py): one set in the judge's
-    hands at a time, at a few seconds a draw of a big set."""
+    hands at a time, at a few seconds a draw of a big set. `copies_on_host` (CUDA, the last resort):
+    the worker keeps the copies of input values it compares or puts back (a checked call's inputs
+    as they were before it, a seen set's own values while an unseen one visits) in its host memory,
+    each crossing the bus twice (worker/host_copies.py): a few tenths of a second a set, for two
+    input sets' worth of the device."""
 
     lean: bool = False
     judge_on_host: bool = False
@@ -212,9 +216,12 @@ class Holding:
     tight: bool = False
     reference_slices: int = 1
     redraw_sets: bool = False
+    copies_on_host: bool = False
 
     def describe(self) -> str:
         where = ", sets kept on the device" if self.sets_on_device else ""
+        if self.copies_on_host:
+            where = ", the worker's input copies on the host" + where
         if self.redraw_sets:
             where = ", sets drawn again where read" + where
         if self.reference_slices > 1:
@@ -274,6 +281,9 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
     }
     if not judge_device:   # the judge's float64 references are made where it judges
         host["reference64 in the making"] = device.pop("reference64 in the making")
+    if hold.copies_on_host:   # in the worker's host memory, each compared or put back a slice at a time
+        host["worker input copies"] = device.pop("worker input copies")
+        device["worker copy staging"] = min(s, STAGING_BYTES)
     if hold.sets_on_device:   # and a request's sets copied into the buffers it lends (devshare.py)
         device["judge input sets"] = host.pop("judge input sets") + s
     judged = host if hold.judge_on_host or not judge_device else device
@@ -309,15 +319,19 @@ def reference_alone(size: ProblemSize) -> int:
 HEADROOM = 0.9   # of a memory, what a vet may plan to fill (the allocator's fragmentation, the candidate's scratch)
 
 
+# the problem, its two memories and the plan; where the caller judges, the rows the reference may
+# be cut into, and whether its worker's copies may cross to the host (a CUDA worker)
 def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
-            plan: PlanCounts = PlanCounts(), judge_device: bool = True, rows=None) -> Holding:
+            plan: PlanCounts = PlanCounts(), judge_device: bool = True, rows=None,
+            copies_on_host: bool = False) -> Holding:
     """The leanest-needed holding that fits: the full plan if it fits both memories, else lean,
     else lean with the judge's references and outputs on the host, else that, tight; else, for a
     reference whose rows may be cut (`rows()`: how many; asked only then), that with its
     references made in 2, 4, ... slices of rows; else the tight holding that draws its sets again
-    where read, whole, then in 2, 4, ... slices (whichever fits first, in that order). When none
-    does: the fewest slices that fit the memory the reference is made in, if any, else the tight
-    holding, for `fits` to name."""
+    where read, whole, then in 2, 4, ... slices; else (`copies_on_host`, a CUDA worker) each of
+    these tight ones in turn with the worker's input copies on the host (whichever fits first, in
+    that order). When none does: the fewest slices that fit the memory the reference is made in,
+    if any, else the tight holding, for `fits` to name."""
     def fit(hold):
         fp = footprint(size, hold, plan, judge_device)
         return (not device_bytes or fp.device <= HEADROOM * device_bytes,
@@ -326,16 +340,24 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
         if all(fit(hold)):
             return hold
     batch = functools.cache(lambda: rows() if rows is not None else 1)
-    redrawn = dataclasses.replace(hold, redraw_sets=True)
-    tries = itertools.chain(_sliced(hold, batch), [redrawn], _sliced(redrawn, batch))
     made_fits = None
-    for sliced in tries:
+    for sliced in _leaner(hold, batch, copies_on_host):
         fits_device, fits_host = fit(sliced)
         if fits_device and fits_host:
             return sliced
         if made_fits is None and sliced.reference_slices > 1 and (fits_device if judge_device else fits_host):
             made_fits = sliced
     return made_fits or hold
+
+
+def _leaner(tight: Holding, batch, copies_on_host: bool):
+    """The holdings past the tight one, in the order `holding` tries them."""
+    redrawn = dataclasses.replace(tight, redraw_sets=True)
+    tries = [*_sliced(tight, batch), redrawn, *_sliced(redrawn, batch)]
+    yield from tries
+    if copies_on_host:
+        for hold in [tight, *tries]:
+            yield dataclasses.replace(hold, copies_on_host=True)
 
 
 def _sliced(hold: Holding, batch):
@@ -580,7 +602,8 @@ def plan_for(model: torch.nn.Module, inputs: list, dev: torch.device, judge_devi
         device_bytes = host_bytes // 2 if host_bytes else None
     plan = PlanCounts()
     judge_device = judge_device and dev.type == "cuda"
-    hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device, rows=rows)
+    hold = holding(size, device_bytes, host_bytes, plan, judge_device=judge_device, rows=rows,
+                   copies_on_host=dev.type == "cuda")
     if sets_on_device and dev.type == "cuda":   # sets the device drew, kept there if they fit
         hold = with_sets_on_device(size, hold, device_bytes, host_bytes, plan, judge_device, rows=rows)
     return dataclasses.replace(hold, output_itemsize=size.output_itemsize), size

@@ -105,6 +105,8 @@ def _start_time(pid: int) -> int:
 _CONTROL = {"ready": {"op", "pid", "steps"}, "refused": {"op", "job", "why"}, "exited": {"op", "job", "code", "why"},
             "spawned": {"op", "job", "containment"}}
 _UCRED = struct.Struct("3i")
+# The requests whose worker copies a set's input values, to compare or put back (worker/host_copies.py)
+_COPYING = frozenset({"call", "probe", "time"})
 
 
 class Launcher:
@@ -288,6 +290,9 @@ class WorkerHandle:
     # go back to the device. Kept in the judge's allocator they would be memory the worker, which
     # the request sets to work, cannot have, and which the plan does not count.
     give_back = False
+    # A holding whose worker keeps its input copies on the host (sizes.Holding.copies_on_host)
+    # sets it: each request that makes such copies says so.
+    copies_on_host = False
     # Set by `charge_requests_only`: the judge's own time between requests so far, its bound, and
     # since when the worker has waited on the judge (None: it is working, or no one counts)
     judge_s = 0.0
@@ -351,6 +356,8 @@ class WorkerHandle:
                 max_blob_bytes: int | None = None) -> protocol.Message:
         if type_ is not None:
             self._give_back()   # before the loan: its buffers must not split the judge's freed blocks
+        if self.copies_on_host and type_ in _COPYING:
+            body = {**(body or {}), "copies_on_host": True}
         loan = self._loan(type_, body or {}, tensors) if type_ is not None else None
         if loan is not None:
             body, tensors = {**(body or {}), "lent": loan.specs()}, loan.blobs

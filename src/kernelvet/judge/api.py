@@ -260,6 +260,7 @@ class _Vet:
             self.hold = shared.hold
         self.made_on, judged_on = (dev, torch.device("cpu")) if self.hold.judge_on_host else (judged_on, judged_on)
         self.w.give_back = self.hold.lean and dev.type == "cuda"
+        self.w.copies_on_host = self.hold.copies_on_host
         _drawn_ahead(values, self.hold)
         self.model, self.state, self.flops, self.judged_on = model, state, flops, judged_on
         self._references(draw, first_ref)

@@ -48,6 +48,7 @@ class _Bound:
         "torch.Tensor.clone": (torch.Tensor, "clone"), "torch.Tensor.copy_": (torch.Tensor, "copy_"),
         "torch.Tensor.fill_": (torch.Tensor, "fill_"), "torch.Tensor.view": (torch.Tensor, "view"),
         "torch.Tensor.untyped_storage": (torch.Tensor, "untyped_storage"),
+        "torch.Tensor.narrow": (torch.Tensor, "narrow"),
         "torch.Tensor.zero_": (torch.Tensor, "zero_"),
         "torch.zeros": (torch, "zeros"), "torch.cat": (torch, "cat"), "torch.ne": (torch, "ne"),
         "torch.any": (torch, "any"), "torch.Tensor.add_": (torch.Tensor, "add_"),
@@ -66,7 +67,7 @@ class _Bound:
         self.equal, self.empty = o["torch.equal"], o["torch.empty"]
         self.clone, self.copy_ = o["torch.Tensor.clone"], o["torch.Tensor.copy_"]
         self.fill_, self.view, self.zero_ = o["torch.Tensor.fill_"], o["torch.Tensor.view"], o["torch.Tensor.zero_"]
-        self.storage = o["torch.Tensor.untyped_storage"]
+        self.storage, self.narrow = o["torch.Tensor.untyped_storage"], o["torch.Tensor.narrow"]
         self.zeros, self.cat, self.ne, self.any = o["torch.zeros"], o["torch.cat"], o["torch.ne"], o["torch.any"]
         self.add_ = o["torch.Tensor.add_"]
 

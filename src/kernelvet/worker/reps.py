@@ -6,6 +6,7 @@ from typing import Callable, Protocol
 
 import torch
 
+from . import host_copies
 from .bindings import _Bound, _bits_differ
 
 
@@ -87,6 +88,7 @@ class _Reps:
         self.null_drains: list[float] = []   # null_rep: the drains of their twins without the call
         self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
         self._saved: dict[int, dict] = {}    # seen set -> its own input values, while unseen ones visit
+        self.saved_on_host = False           # ... kept in host memory (host_copies.py)
         # A candidate that reuses its output storage overwrites the outputs still queued for
         # checking: from the first reuse seen (in the checked calls or here), each rep's output is
         # copied in stream order right after its call, off the clock, and the overwritten one is
@@ -258,7 +260,8 @@ class _Reps:
                 for i in args):
             return u
         if at not in self._saved:
-            self._saved[at] = {i: bound.clone(dst[i]) for i in args if isinstance(dst[i], torch.Tensor)}
+            self._saved[at] = {i: host_copies.copy_of(bound, dst[i], self.saved_on_host)
+                               for i in args if isinstance(dst[i], torch.Tensor)}
         for i in self._saved[at]:
             bound.copy_(dst[i], src[i])
         self.in_place += 1

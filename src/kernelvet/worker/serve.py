@@ -20,6 +20,7 @@ from ..metrics import INT_OF_WIDTH
 from ..problem import dropout_off, load_reference_module
 from .bindings import _Bound, _memory_stats, _same_bits, global_state
 from .observe import _AtenTrace, _children, _cpu_event, _materialize, _native_threads, _own_binaries, _type_name
+from . import host_copies
 from .reps import _Reps
 
 _Like = collections.namedtuple("_Like", "shape dtype device")   # what a null rep's output is made like
@@ -311,7 +312,9 @@ class Worker:
         if "layout" in msg.body:
             self._place_set(s, msg.body["layout"], msg.tensors)
         inputs = self.sets[s]
-        before_inputs = [self.bound.clone(t) if isinstance(t, torch.Tensor) and i != self.output_arg else None
+        on_host = bool(msg.body.get("copies_on_host"))
+        before_inputs = [host_copies.copy_of(self.bound, t, on_host)
+                         if isinstance(t, torch.Tensor) and i != self.output_arg else None
                          for i, t in enumerate(inputs)]
         self._paint_for_call(s, deep=bool(msg.body.get("deep_paint")))
         self._sync()
@@ -359,7 +362,7 @@ class Worker:
             result = self._run_candidate("converting the output to a tensor", _materialize, out)
             ev["device"] = str(getattr(result, "device", "?"))
         ev["inputs_changed"] = [i for i, (a, b) in enumerate(zip(before_inputs, inputs))
-                                if isinstance(a, torch.Tensor) and not _same_bits(self.bound, a, b)]
+                                if isinstance(a, torch.Tensor) and not host_copies.same_bits(self.bound, a, b)]
         ev["guard_overrun"] = self._guard_overrun(s)
         ev["py_threads_after_settle"] = len({t.ident for t in self.bound.enumerate()} - py_before)
         blob = codec.to_blob(result, device_ok=True)
@@ -510,6 +513,7 @@ class Worker:
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3,
                     null_like=self.timed_like if b.get("null") else None)
         rec.wake_pool = rec.drop_carried = True
+        rec.saved_on_host = bool(b.get("copies_on_host"))
         # The unseen values run in the seen set's storages (see _Reps._place): a plan or graph keyed
         # on pointers replays there, as on seen values, while an answer remembered by value misses.
         rec.rep(k, seen=False, at=seen)
@@ -532,7 +536,7 @@ class Worker:
         """
         s = int(msg.body["set"])
         inputs = self.sets[s]
-        before = [self.bound.clone(x) for i, x in enumerate(inputs)
+        before = [host_copies.copy_of(self.bound, x, bool(msg.body.get("copies_on_host"))) for i, x in enumerate(inputs)
                   if isinstance(x, torch.Tensor) and i != self.output_arg]
         # Every free cached block poisoned (deep): the output may land in one that held an earlier
         # output of this problem, whose saturated values (a clamp's bound) read as answers already there
@@ -562,8 +566,7 @@ class Worker:
         mask = torch.isfinite(final) & (final != 0)
         for x in before:
             if x.shape == final.shape and x.dtype == final.dtype:
-                mask &= ~(self.bound.view(x.contiguous(), INT_OF_WIDTH[x.element_size()])
-                          == self.bound.view(final.contiguous(), INT_OF_WIDTH[final.element_size()]))
+                mask &= ~host_copies.unchanged(self.bound, x, final)
         same = (self.bound.view(early.contiguous(), INT_OF_WIDTH[early.element_size()])
                 == self.bound.view(final.contiguous(), INT_OF_WIDTH[final.element_size()])) & mask
         total = int(mask.sum().item())
