@@ -60,7 +60,8 @@ def parse_ranges(text: str | None) -> list[tuple[int, int]] | None:
 
 
 def problems(kernelbench: str, levels: list[int], ranges) -> list[tuple[int, int, str]]:
-    """(level, number, path) of every chosen problem file, in order."""
+    """(level, number, path) of every chosen problem file, in order: by level, then in the order
+    of the first range each falls in ("96,19,20" runs 96 first), then by number."""
     found = []
     for level in levels:
         folder = os.path.join(kernelbench, f"level{level}")
@@ -68,9 +69,17 @@ def problems(kernelbench: str, levels: list[int], ranges) -> list[tuple[int, int
             raise SystemExit(f"{folder}: no such folder (is --kernelbench a KernelBench tree?)")
         for name in os.listdir(folder):
             m = _PROBLEM.match(name)
-            if m and (ranges is None or any(lo <= int(m.group(1)) <= hi for lo, hi in ranges)):
-                found.append((level, int(m.group(1)), os.path.join(folder, name)))
-    return sorted(found)
+            first = _first_range(int(m.group(1)), ranges) if m else None
+            if first is not None:
+                found.append((level, first, int(m.group(1)), os.path.join(folder, name)))
+    return [(level, number, path) for level, _, number, path in sorted(found)]
+
+
+def _first_range(number: int, ranges) -> int | None:
+    """The index of the first of `ranges` that holds `number` (0 for every problem; None: none)."""
+    if ranges is None:
+        return 0
+    return next((i for i, (lo, hi) in enumerate(ranges) if lo <= number <= hi), None)
 
 
 def _load(path: str):
@@ -288,7 +297,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--kernelbench", default=DEFAULT_KERNELBENCH,
                     help=f"the KernelBench problem tree (level1/, level2/, ...; default {DEFAULT_KERNELBENCH})")
     ap.add_argument("--levels", default="1,2,3", help="comma-separated levels (default 1,2,3)")
-    ap.add_argument("--range", help="problem numbers within each level, e.g. 1-20,25 (default all)")
+    ap.add_argument("--range", help="problem numbers within each level, e.g. 1-20,25 (default all), "
+                                    "run in the order named (96,19: 96 first)")
     ap.add_argument("--results", required=True, help="folder for results.jsonl, sweep.json and sweep.md")
     ap.add_argument("--work", default=DEFAULT_WORK,
                     help=f"git-ignored folder for the generated candidates and manifest (default {DEFAULT_WORK})")

@@ -55,6 +55,14 @@ def test_three_candidates_per_problem_and_a_manifest_batch_reads(tree, tmp_path)
     assert b.shape == () and b.dtype == torch.float32 and b.item() == 0.0
 
 
+def test_a_parts_problems_run_in_the_order_its_ranges_name_them(tree):
+    """A device's time is short: the problems named first run first, whatever their numbers."""
+    assert [n for _, n, _ in sweep.problems(str(tree), [1], sweep.parse_ranges("51,19"))] == [51, 19]
+    assert [n for _, n, _ in sweep.problems(str(tree), [1], sweep.parse_ranges("40-60,1-50"))] == [51, 19]
+    assert [n for _, n, _ in sweep.problems(str(tree), [1], None)] == [19, 51]
+    assert sweep.problems(str(tree), [1], sweep.parse_ranges("2-3")) == []
+
+
 def test_output_shapes_an_earlier_part_recorded_are_not_worked_out_again(tree, tmp_path, monkeypatch):
     """A part resumed (or its tables rebuilt) takes the shapes from problems.json where the problem's
     source is the same: a meta run of a deep LSTM takes a CPU tens of seconds."""
