@@ -999,6 +999,35 @@ def test_a_big_input_small_output_problem_keeps_its_sets_on_an_h200_drawing_none
     assert api._drawn_ahead(Draws(lambda k: k, order=[1, 2]), sizes.Holding(sets_on_device=True)).ahead == 2
 
 
+@pytest.mark.parametrize("hold,ahead", [(sizes.Holding(lean=True, judge_on_host=True, tight=True), 0),
+                                        (sizes.Holding(), 2)])
+def test_sets_the_device_draws_are_drawn_at_use_until_the_holding_has_room_for_more(monkeypatch, hold, ahead):
+    """A big problem's sets (drawn by the device; here the host stands in for it) are drawn as
+    they are used until the holding is known: one drawn ahead would sit beside the judge's first
+    float64 reference, which the plan does not count (before this, the judge of a 6 GiB ReLU on an
+    80 GB H100 held up to 18.7 GiB of the device against a planned 7.5). Then as the holding says."""
+    from kernelvet import draws
+    monkeypatch.setattr(api, "draws_on", lambda prob, dev: torch.device("cpu"))
+    made, at_plan = [], []
+    real_init = draws.Draws.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        made.append(self)
+
+    def plan_for(*a, **k):
+        at_plan.append([(len(d), len(d._pending)) for d in made])
+        return hold, None
+
+    monkeypatch.setattr(draws.Draws, "__init__", init)
+    monkeypatch.setattr(sizes, "holding_for", lambda *a, **k: hold)
+    monkeypatch.setattr(sizes, "plan_for", plan_for)
+    report = vet_entry(by_name("softmax"), "cpu")
+    assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
+    assert at_plan[0][0][1] == 0, at_plan   # every set drawn so far was asked for, none ahead
+    assert made[0].ahead == ahead
+
+
 def test_the_holding_a_cuda_vet_follows_keeps_its_sets_where_it_decided_to(monkeypatch):
     """KernelBench's batched matmul (1.25 GiB a set) on an H200: the full plan fits only with its
     sets on the host; the vet that keeps them on the device (decided before the first draw) follows

@@ -22,6 +22,7 @@ import torch
 from .errors import HarnessError
 
 PRINT_ELEMENTS = 64   # of each end of each tensor, kept from a set's first draw
+AHEAD = 2             # sets drawn ahead of use, where the plan has room for them
 
 
 class Draws(dict):
@@ -30,7 +31,7 @@ class Draws(dict):
     `close()` when done: it cancels draws not started and waits for the one running (it holds
     torch's global generator)."""
 
-    def __init__(self, draw: Callable[[Hashable], object], order: Sequence[Hashable], ahead: int = 2):
+    def __init__(self, draw: Callable[[Hashable], object], order: Sequence[Hashable], ahead: int = AHEAD):
         super().__init__()
         self._draw, self._order, self.ahead = draw, list(order), ahead
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelvet-draws")

@@ -16,7 +16,7 @@ from .. import checks, devices, metrics, sizes, spares, spawn, weights
 from ..checks import library_policy as policies
 from ..checks.kernel_audit import defined_kernels
 from ..checks.source_scan import forbidden_for_aten_ops, scan_source
-from ..draws import Draws
+from ..draws import AHEAD, Draws
 from ..errors import HarnessError, ReferenceOutOfMemory, UsageError
 from ..evidence import Evidence
 from ..formats import gpumode_check, kernelbench
@@ -235,7 +235,10 @@ class _Vet:
             else shared.sets_kept
         draw = (lambda k: prob.draw_inputs(key_seeds[k], on, keep)) if reference is None else \
             (lambda k: locked_draw(prob, key_seeds[k], on, keep))
-        values = self.values = Draws(draw, [k for k in keys.all if k not in self.own_keys]) if shared is None \
+        # (none drawn ahead where the device draws them, until the holding says there is room:
+        # a big set drawn ahead would sit beside the judge's first float64 reference on the device)
+        values = self.values = Draws(draw, [k for k in keys.all if k not in self.own_keys],
+                                     ahead=0 if on is not None else AHEAD) if shared is None \
             else shared.values
         _check_inputs_vary(prob, values[fresh[0]], values[fresh[1]], prob.output_arg)
         flops = prob.flops if prob.flops is not None else (_within(
@@ -533,9 +536,9 @@ def _ran_before(shared: SharedReference | None, price_nulls: bool) -> dict | Non
 def _drawn_ahead(values, hold: sizes.Holding):
     """`values`, its draws started none ahead of use under a tight holding (the host barely holds
     the problem's sets) or a lean one whose sets the device draws and keeps (a draw there costs
-    milliseconds, and a set drawn ahead would take the room of a worker's)."""
-    if (hold.tight or hold.lean and hold.sets_on_device) and isinstance(values, Draws):
-        values.ahead = 0
+    milliseconds, and a set drawn ahead would take the room of a worker's), else draws.AHEAD ahead."""
+    if isinstance(values, Draws):
+        values.ahead = 0 if hold.tight or hold.lean and hold.sets_on_device else AHEAD
     return values
 
 
