@@ -341,12 +341,12 @@ def holding(size: ProblemSize, device_bytes: int | None, host_bytes: int | None,
             return hold
     batch = functools.cache(lambda: rows() if rows is not None else 1)
     made_fits = None
-    for sliced in _leaner(hold, batch, copies_on_host):
-        fits_device, fits_host = fit(sliced)
+    for leaner in _leaner(hold, batch, copies_on_host):
+        fits_device, fits_host = fit(leaner)
         if fits_device and fits_host:
-            return sliced
-        if made_fits is None and sliced.reference_slices > 1 and (fits_device if judge_device else fits_host):
-            made_fits = sliced
+            return leaner
+        if made_fits is None and leaner.reference_slices > 1 and (fits_device if judge_device else fits_host):
+            made_fits = leaner
     return made_fits or hold
 
 

@@ -59,7 +59,7 @@ class _Reps:
     REHEARSALS = 6
 
     def __init__(self, worker: RepsWorker, sync_every: int = SYNC_EVERY, lead_s: float = 0.0,
-                 null_like: dict | None = None):
+                 null_like: dict | None = None, saved_on_host: bool = False):
         self.w = worker
         # null reps (the judge's price of a rep's own cost): no candidate call, and in its place an
         # output of the set's shape (`null_like`), so that the rep's work on outputs (the copy of a
@@ -88,7 +88,7 @@ class _Reps:
         self.null_drains: list[float] = []   # null_rep: the drains of their twins without the call
         self.pairs: list[list[float]] = []   # [seen rep just before, unseen rep]
         self._saved: dict[int, dict] = {}    # seen set -> its own input values, while unseen ones visit
-        self.saved_on_host = False           # ... kept in host memory (host_copies.py)
+        self.saved_on_host = saved_on_host   # ... kept in host memory (host_copies.py)
         # A candidate that reuses its output storage overwrites the outputs still queued for
         # checking: from the first reuse seen (in the checked calls or here), each rep's output is
         # copied in stream order right after its call, off the clock, and the overwritten one is

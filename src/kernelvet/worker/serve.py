@@ -470,7 +470,8 @@ class Worker:
         # near its budget (the host stops queueing on its own clock, so one batch may run past it).
         per_sync = int(b.get("reps_per_sync", _Reps.SYNC_EVERY))
         rec = _Reps(self, sync_every=max(1, min(per_sync, int(budget_s / per_call / 4))),
-                    lead_s=_Reps.lead_for(host_s), null_like=self.timed_like if b.get("null") else None)
+                    lead_s=_Reps.lead_for(host_s), null_like=self.timed_like if b.get("null") else None,
+                    saved_on_host=bool(b.get("copies_on_host")))
         rec.rehearse(sets)
         t_begin = bound.pc()
         r = 0
@@ -511,9 +512,8 @@ class Worker:
         # `null`: the same request with the null function (and outputs of the call's shape) in the
         # calls' place, which the judge's clock prices the pair requests by (checks/pair_clock.py)
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3,
-                    null_like=self.timed_like if b.get("null") else None)
+                    null_like=self.timed_like if b.get("null") else None, saved_on_host=bool(b.get("copies_on_host")))
         rec.wake_pool = rec.drop_carried = True
-        rec.saved_on_host = bool(b.get("copies_on_host"))
         # The unseen values run in the seen set's storages (see _Reps._place): a plan or graph keyed
         # on pointers replays there, as on seen values, while an answer remembered by value misses.
         rec.rep(k, seen=False, at=seen)
@@ -536,7 +536,8 @@ class Worker:
         """
         s = int(msg.body["set"])
         inputs = self.sets[s]
-        before = [host_copies.copy_of(self.bound, x, bool(msg.body.get("copies_on_host"))) for i, x in enumerate(inputs)
+        on_host = bool(msg.body.get("copies_on_host"))
+        before = [host_copies.copy_of(self.bound, x, on_host) for i, x in enumerate(inputs)
                   if isinstance(x, torch.Tensor) and i != self.output_arg]
         # Every free cached block poisoned (deep): the output may land in one that held an earlier
         # output of this problem, whose saturated values (a clamp's bound) read as answers already there
@@ -567,8 +568,7 @@ class Worker:
         for x in before:
             if x.shape == final.shape and x.dtype == final.dtype:
                 mask &= ~host_copies.unchanged(self.bound, x, final)
-        same = (self.bound.view(early.contiguous(), INT_OF_WIDTH[early.element_size()])
-                == self.bound.view(final.contiguous(), INT_OF_WIDTH[final.element_size()])) & mask
+        same = host_copies.unchanged(self.bound, early, final) & mask
         total = int(mask.sum().item())
         body = {"conclusive": conclusive, "sleep_ms": sleep_ms, "early_fraction": same.sum().item() / max(total, 1),
                 "compared": total,
