@@ -88,6 +88,27 @@ def test_a_candidate_side_beyond_its_plan_when_the_judge_runs_out_is_rejected_by
     assert "70.0 GiB of the device by the device's account" in summary and "planned" in summary, summary
 
 
+def test_the_worker_beyond_its_plan_is_asked_what_it_holds_and_its_word_is_shown_as_its_own(tmp_path, monkeypatch):
+    """The census travels in the worker's `release` reply (empty off CUDA); its word, where it
+    gives one, stands in the summary beside the device's account."""
+    _out_of_memory_once_the_candidate_runs(monkeypatch)
+    monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 70 * GIB)
+    real, asked = memory_beside.worker_account, []
+
+    def account(w, census=True):
+        got = real(w, census)
+        asked.append((census, got))
+        return {"allocated": 60 * GIB, "reserved": 61 * GIB, "storages": [[4 * GIB, 15]]} if census else got
+
+    monkeypatch.setattr(memory_beside, "worker_account", account)
+    ref, honest = _problem(tmp_path)
+    report = vet(honest, ref, device="cpu", settings=QUICK, allow=ALLOW)
+    assert (True, {}) in asked, asked   # asked on the CPU: an empty census, the reply accepted
+    summary = next(f.summary for f in report.failed)
+    assert "the worker says its allocator held 60.0 GiB in tensors and reserved 61.0 GiB, its largest " \
+           "storages 4.0 GiB x15" in summary, summary
+
+
 def test_a_candidate_side_within_its_plan_is_an_exit_2_naming_both_sides(tmp_path, monkeypatch):
     _out_of_memory_once_the_candidate_runs(monkeypatch)
     monkeypatch.setattr(memory_beside, "candidate_side", lambda device: 1 << 20)
@@ -326,3 +347,18 @@ def test_a_candidate_that_takes_the_device_from_the_judge_is_rejected_by_worker_
     assert report.verdict is Verdict.REJECT and CheckId.WORKER in failed(report), report.dumps()
     summary = next(f.summary for f in report.failed if f.check is CheckId.WORKER)
     assert "by the device's account" in summary, summary
+
+
+def test_a_reference_out_of_memory_in_its_worker_says_which_request_and_torchs_account():
+    from kernelvet.judge import reference
+    text = ("out of memory in the worker while answering 'time': OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 16.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 9.56 GiB is free.\n"
+            "Including non-PyTorch memory, this process has 69.62 GiB memory in use. Of the allocated memory "
+            "64.12 GiB is allocated by PyTorch, and 4.50 GiB is reserved by PyTorch but unallocated. If reserved "
+            "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    said = reference._where_it_ran_out(spawn.CandidateRaised("time", text, ""))
+    assert said == (" (in its 'time' request: Tried to allocate 16.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+                    "of which 9.56 GiB is free. Including non-PyTorch memory, this process has 69.62 GiB memory "
+                    "in use. Of the allocated memory 64.12 GiB is allocated by PyTorch, and 4.50 GiB is reserved "
+                    "by PyTorch but unallocated.)"), said
+    assert reference._where_it_ran_out(spawn.CandidateRaised("call", "MemoryError", "")) == " (in its 'call' request)"

@@ -97,7 +97,7 @@ REQUESTS: dict[str, Body] = {k: Body(**v.kinds, **_LENT) for k, v in {
     "loop": Body(set=SET, n=COUNT, null=BOOL, fetch=BOOL, layout=LIST),
     "probe": Body(set=SET, sleep_ms=SECONDS, copies_on_host=BOOL),
     "audit": Body(set=SET, sleep_ms=SECONDS, own=BOOL, ops=BOOL),
-    "release": Body(empty_cache=BOOL, sets=INTS),
+    "release": Body(empty_cache=BOOL, sets=INTS, census=BOOL),
     "precision": Body(tf32=BOOL),
     "integrity": Body(),
     "lend": Body(),   # a probe: the one lent tensor, returned through the one room
@@ -111,7 +111,7 @@ REPLIES: dict[str, Body] = {k: Body(**v, **_INTEGRITY) for k, v in {
     "hello": dict(pid=COUNT, ppid=COUNT, torch=STR, python=STR),
     "prepared": dict(start_s=SECONDS, warm_failed=DICT, device=DICT, flush_bytes=COUNT),
     "loaded": dict(import_s=SECONDS, build_s=SECONDS, parameters=DICT),
-    "ok": dict(same_pointers=BOOL, sets_held=COUNT),
+    "ok": dict(same_pointers=BOOL, sets_held=COUNT, census=DICT),
     "output": dict(wall_s=SECONDS, call_index=COUNT, py_threads_new=COUNT, native_threads=INTS,
                    children_new=INTS, type=STR, exact_tensor=BOOL, aten_ops=STRS, storage_ptr=COUNT, device=STR,
                    changed_after_return=BOOL, inputs_changed=INTS, py_threads_after_settle=COUNT,

@@ -413,8 +413,9 @@ class _Vet:
             self.phases["candidate"] = time.monotonic() - t0
             self.findings = ev.with_room(lambda: self._findings(waived))
         except memory_beside.JUDGES_OWN as exc:   # the judge's, beside the candidate's worker
-            memory_beside.cache_returned(self.w)   # what it holds, not what its allocator keeps free
-            ev.worker_end = memory_beside.whose(exc, self.dev, self.size, self.hold)   # else raised: exit 2
+            # what it holds, not what its allocator keeps free; and what it says it holds
+            census = memory_beside.worker_account(self.w)
+            ev.worker_end = memory_beside.whose(exc, self.dev, self.size, self.hold, census)   # else raised: exit 2
             self.output = self.w.output()
             self.w.kill()   # rejected: its memory back to the judge, for the checks' references
             memory_beside.wait_for_release(self.dev, memory_beside.planned_share(self.size, self.hold))

@@ -62,20 +62,38 @@ def allowed(planned: int) -> int:
     return int(MARGIN * planned) + SLACK
 
 
-def whose(exc: BaseException, device, size: sizes.ProblemSize, hold: sizes.Holding) -> str:
+def whose(exc: BaseException, device, size: sizes.ProblemSize, hold: sizes.Holding, census: dict | None = None) -> str:
     """For an out-of-memory of the judge's during a candidate's plan: the `worker` failure to
     record where the candidate's side holds more than its plan allows; else raises
-    OutOfMemoryBesideCandidate, saying what each side held."""
+    OutOfMemoryBesideCandidate, saying what each side held (and what the worker says it holds,
+    `census`: worker_account)."""
     said = str(exc) if isinstance(exc, UsageError) else \
         f"the judge ran out of memory on {device} ({type(exc).__name__}{raised_at(exc)})"
     side, planned = candidate_side(device), planned_share(size, hold)
     if side is not None and side > allowed(planned):
         return (f"the judge ran out of the device's memory beside the candidate's worker, which held "
                 f"{_gib(side)} of the device by the device's account, more than the {_gib(allowed(planned))} "
-                f"the problem's plan allows it ({_gib(planned)} planned, x{MARGIN:g} + {_gib(SLACK)}): {said}")
+                f"the problem's plan allows it ({_gib(planned)} planned, x{MARGIN:g} + {_gib(SLACK)})"
+                f"{census_said(census)}: {said}")
     held = "" if side is None else \
-        f"; the candidate's worker held {_gib(side)} of the device (its plan: {_gib(planned)})"
+        f"; the candidate's worker held {_gib(side)} of the device (its plan: {_gib(planned)}){census_said(census)}"
     raise OutOfMemoryBesideCandidate(f"{said}{held}") from None
+
+
+def census_said(census) -> str:
+    """The worker's own word on what it holds (worker/observe.py device_census), as a clause; a
+    claim, shown for what it is, and nothing where it is missing or malformed."""
+    if not isinstance(census, dict):
+        return ""
+    nums = [census.get("allocated"), census.get("reserved")]
+    rows = census.get("storages")
+    if not all(type(n) is int and n >= 0 for n in nums) or not isinstance(rows, list):
+        return ""
+    parts = [f"{_gib(r[0])} x{r[1]}" for r in rows[:8]
+             if isinstance(r, list) and len(r) == 2 and all(type(n) is int and n >= 0 for n in r)]
+    largest = f", its largest storages {', '.join(parts)}" if parts else ""
+    return (f" (the worker says its allocator held {_gib(nums[0])} in tensors and reserved {_gib(nums[1])}"
+            f"{largest})")
 
 
 def wait_for_release(device, planned: int, within_s: float = 10.0) -> None:
@@ -111,10 +129,16 @@ def cache_returned(w) -> bool:
     """Whether the worker, asked now, gave its allocator's free blocks back to the device: before the
     judge retries, and before it reads the candidate's side by the device's account (`whose`), which
     would otherwise count an honest worker's cache of freed outputs as held."""
+    return worker_account(w, census=False) is not None
+
+
+def worker_account(w, census: bool = True) -> dict | None:
+    """The worker asked to give its allocator's free blocks back (`cache_returned`) and, with
+    `census`, to say what it holds then (its word); None where it could not be asked now."""
     if not w.idle:
-        return False
+        return None
     try:
-        w.request("release", {"empty_cache": True})
+        msg = w.request("release", {"empty_cache": True, **({"census": True} if census else {})})
     except (spawn.WorkerEnded, spawn.CandidateRaised):
-        return False
-    return True
+        return None
+    return msg.body.get("census") or {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import threading
 import time
 
@@ -97,7 +98,7 @@ def _run_reference(w, dev, values, fresh, refs64, settings: Settings, name: str,
             raise _problem_timed_out(name, timeout, exc) from None
         if size is not None and isinstance(exc, spawn.CandidateRaised) and _says_out_of_memory(exc.error):
             raise UsageError(f"{name}: the reference ran out of memory on {dev} ({size.describe()}); "
-                             "the problem is too large for this device") from None
+                             f"the problem is too large for this device{_where_it_ran_out(exc)}") from None
         raise HarnessError(f"{name}: the reference implementation failed in its worker: {exc}. "
                            f"{w.output()[-500:]}") from None
     if out is None:
@@ -201,6 +202,14 @@ def _problem_timed_out(name: str, timeout: float, exc) -> UsageError:
 
 def _says_out_of_memory(error: str) -> bool:
     return "OutOfMemoryError" in error or "out of memory" in error.lower() or "MemoryError" in error
+
+
+def _where_it_ran_out(exc: spawn.CandidateRaised) -> str:
+    """The request the reference's worker ran out in, and torch's own account from its error (what
+    it tried to allocate, what the device had free, what the worker held), as a clause."""
+    said = re.search(r"Tried to allocate .*?(?:unallocated\.|$)", exc.error, re.S)
+    account = f": {' '.join(said.group(0).split())[:400]}" if said else ""
+    return f" (in its {exc.phase!r} request{account})"
 
 
 def _prepared(w, dev, flush_factor: float) -> dict:

@@ -19,7 +19,8 @@ from ..formats.gpumode_data import candidate_call
 from ..metrics import INT_OF_WIDTH
 from ..problem import dropout_off, load_reference_module
 from .bindings import _Bound, _memory_stats, _same_bits, global_state
-from .observe import _AtenTrace, _children, _cpu_event, _materialize, _native_threads, _own_binaries, _type_name
+from .observe import (_AtenTrace, _children, _cpu_event, _materialize, _native_threads, _own_binaries, _type_name,
+                      device_census)
 from . import host_copies
 from .reps import _Reps
 
@@ -65,25 +66,33 @@ class Worker:
             msg = protocol.recv(self.sock, deadline=None, max_blob_bytes=1 << 40, allowed=REQUESTS)
             if msg.type == "bye":
                 return
-            loan = None
-            try:
-                if msg.body.get("lent"):
-                    loan = lending.WorkerLoan(msg.body["lent"], self.device)
-                    msg = loan.decode(msg)
-                reply_type, body, blobs = self._answer(msg)
-                blobs = loan.encode(blobs) if loan is not None else lending.through_host(blobs)
-            except devshare.DeviceShareError as exc:
-                reply_type, body, blobs = "failed", {"phase": "lend", "error": str(exc)[:2000], "traceback": ""}, []
-            except (torch.OutOfMemoryError, MemoryError) as exc:
-                # the harness's own copies and paint, beside what the candidate or reference holds: the
-                # request failed for lack of memory, which the judge can say (a problem too large)
-                reply_type, body, blobs = "failed", _out_of_memory(msg.type, exc), []
-            body["integrity"] = self.integrity()
-            try:
-                protocol.send(self.sock, reply_type, body, blobs)
-            finally:
-                if loan is not None:
-                    loan.close()
+            self._serve_one(msg)
+            # Idle, the worker holds nothing of the request: a set it carried (its tensors, copied
+            # out of lent buffers) would otherwise be held twice while the judge makes its next
+            # float64 reference beside it on the device.
+            del msg
+
+    def _serve_one(self, msg) -> None:
+        """One request answered; its tensors and the reply's go with this frame."""
+        loan = None
+        try:
+            if msg.body.get("lent"):
+                loan = lending.WorkerLoan(msg.body["lent"], self.device)
+                msg = loan.decode(msg)
+            reply_type, body, blobs = self._answer(msg)
+            blobs = loan.encode(blobs) if loan is not None else lending.through_host(blobs)
+        except devshare.DeviceShareError as exc:
+            reply_type, body, blobs = "failed", {"phase": "lend", "error": str(exc)[:2000], "traceback": ""}, []
+        except (torch.OutOfMemoryError, MemoryError) as exc:
+            # the harness's own copies and paint, beside what the candidate or reference holds: the
+            # request failed for lack of memory, which the judge can say (a problem too large)
+            reply_type, body, blobs = "failed", _out_of_memory(msg.type, exc), []
+        body["integrity"] = self.integrity()
+        try:
+            protocol.send(self.sock, reply_type, body, blobs)
+        finally:
+            if loan is not None:
+                loan.close()
 
     def _answer(self, msg):
         try:
@@ -234,7 +243,10 @@ class Worker:
         values = _decode_values(layout, blobs)
         # A copy even on the CPU: a large blob arrives as a copy-on-write mapping, whose first
         # touch of each page faults, and that would make an unseen set read slower than a seen one.
-        placed = [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
+        # A tensor that came in a lent buffer is this process's own device copy already (lending.py):
+        # copied again, a big set would take the device twice over while it is placed.
+        placed = [(v if v.device.type == "cuda" and v.device == self.device else v.to(self.device, copy=True))
+                  if isinstance(v, torch.Tensor) else v for v in values]
         if self.output_arg is not None and isinstance(placed[self.output_arg], torch.Tensor):
             # The problem passes an output buffer: give it guard bands on both sides, so that a
             # write past either end shows, and keep the whole allocation to paint it.
@@ -275,7 +287,7 @@ class Worker:
         new = [codec.from_blob(b) for b in msg.tensors]
         ptrs_before = [t.data_ptr() for t in old]
         for dst, src in zip(old, new):
-            self.bound.copy_(dst, src.to(self.device))
+            self.bound.copy_(dst, src)   # across devices as it is: no device copy of the new values beside
         self._sync()
         return "ok", {"same_pointers": ptrs_before == [t.data_ptr() for t in old]}, []
 
@@ -304,7 +316,8 @@ class Worker:
         gc.collect()
         if msg.body.get("empty_cache") and self.device.type == "cuda":
             self.bound.empty_cache()   # GPU path: the freed sets' blocks go back to the device
-        return "ok", {"sets_held": len(self.sets)}, []
+        said = {"census": device_census(self.device, _memory_stats)} if msg.body.get("census") else {}
+        return "ok", {"sets_held": len(self.sets), **said}, []
 
     def _do_call(self, msg):
         """One observed call: threads, type, stability, inputs, and the output itself."""
