@@ -7,6 +7,7 @@ import collections
 import gc
 import os
 import sys
+import warnings
 
 import torch
 
@@ -142,18 +143,27 @@ def device_census(device: torch.device, memory_stats) -> dict:
         return {}
     stats = memory_stats(device)
     seen, by_size = set(), collections.Counter()
-    for obj in gc.get_objects():
-        try:
-            if not isinstance(obj, torch.Tensor) or obj.device != device:
-                continue
-            storage = obj.untyped_storage()
-            ptr = storage.data_ptr()
-            if ptr and ptr not in seen:
-                seen.add(ptr)
-                by_size[storage.nbytes()] += 1
-        except Exception:  # noqa: BLE001 - a tensor subclass or a freed storage: not counted
-            continue
+    with warnings.catch_warnings():   # deprecated module attributes warn as the scan looks at them
+        warnings.simplefilter("ignore")
+        objects = gc.get_objects()
+        for obj in objects:
+            _count_storage(obj, device, seen, by_size)
+    del objects
     largest = sorted(by_size.items(), reverse=True)[:CENSUS_SIZES]
     return {"allocated": int(stats.get("allocated_bytes.all.current", 0)),
             "reserved": int(stats.get("reserved_bytes.all.current", 0)),
             "storages": [[int(n), int(c)] for n, c in largest]}
+
+
+def _count_storage(obj, device: torch.device, seen: set, by_size) -> None:
+    """`obj`'s storage into `by_size`, once per storage, where it is a tensor on `device`."""
+    try:
+        if not isinstance(obj, torch.Tensor) or obj.device != device:
+            return
+        storage = obj.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr and ptr not in seen:
+            seen.add(ptr)
+            by_size[storage.nbytes()] += 1
+    except Exception:  # noqa: BLE001 - a tensor subclass or a freed storage: not counted
+        return
