@@ -66,6 +66,14 @@ def test_off_cuda_the_census_is_empty_and_says_nothing(worker):
     assert memory_beside.census_said({}) == ""
 
 
+def test_live_storages_counts_each_storage_once_with_its_size():
+    big = torch.empty(3 * MIB + 5, dtype=torch.uint8)
+    views = [big[:10], big[7:].view(torch.uint8)]   # one storage, however many tensors see it
+    found = [n for n, _ in observe.live_storages(torch.device("cpu")) if n == 3 * MIB + 5]
+    assert found == [3 * MIB + 5], found
+    del big, views
+
+
 def test_the_workers_word_is_shown_as_its_own_and_a_malformed_one_not_at_all():
     said = memory_beside.census_said({"allocated": 48 << 30, "reserved": 50 << 30,
                                       "storages": [[4 << 30, 6], [256 * MIB, 1]]})

@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import kernelbench_sweep  # noqa: E402
 
 from kernelvet import cli, sizes, spawn  # noqa: E402
+from kernelvet.worker.observe import live_storages  # noqa: E402
 
 
 def live_host_bytes() -> int:
@@ -50,16 +51,9 @@ def live_host_bytes() -> int:
 def live_host_storages() -> dict[str, int]:
     """Bytes of the live host tensors' storages (each counted once), by the dtype of the first
     tensor seen on it."""
-    seen, by_dtype = set(), collections.Counter()
-    for o in gc.get_objects():
-        if isinstance(o, torch.Tensor) and o.device.type == "cpu":
-            try:
-                s = o.untyped_storage()
-            except RuntimeError:   # a tensor without storage (a wrapper subclass)
-                continue
-            if s.data_ptr() not in seen:
-                seen.add(s.data_ptr())
-                by_dtype[str(o.dtype).removeprefix("torch.")] += s.nbytes()
+    by_dtype = collections.Counter()
+    for nbytes, dtype in live_storages(torch.device("cpu")):
+        by_dtype[str(dtype).removeprefix("torch.")] += nbytes
     return dict(by_dtype)
 
 

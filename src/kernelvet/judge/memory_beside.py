@@ -138,7 +138,7 @@ def worker_account(w, census: bool = True) -> dict | None:
     if not w.idle:
         return None
     try:
-        msg = w.request("release", {"empty_cache": True, **({"census": True} if census else {})})
+        msg = w.request("release", {"empty_cache": True, "census": census})
     except (spawn.WorkerEnded, spawn.CandidateRaised):
         return None
     return msg.body.get("census") or {}

@@ -142,28 +142,28 @@ def device_census(device: torch.device, memory_stats) -> dict:
     if device.type != "cuda":
         return {}
     stats = memory_stats(device)
-    seen, by_size = set(), collections.Counter()
-    with warnings.catch_warnings():   # deprecated module attributes warn as the scan looks at them
-        warnings.simplefilter("ignore")
-        objects = gc.get_objects()
-        for obj in objects:
-            _count_storage(obj, device, seen, by_size)
-    del objects
+    by_size = collections.Counter(nbytes for nbytes, _ in live_storages(device))
     largest = sorted(by_size.items(), reverse=True)[:CENSUS_SIZES]
     return {"allocated": int(stats.get("allocated_bytes.all.current", 0)),
             "reserved": int(stats.get("reserved_bytes.all.current", 0)),
             "storages": [[int(n), int(c)] for n, c in largest]}
 
 
-def _count_storage(obj, device: torch.device, seen: set, by_size) -> None:
-    """`obj`'s storage into `by_size`, once per storage, where it is a tensor on `device`."""
-    try:
-        if not isinstance(obj, torch.Tensor) or obj.device != device:
-            return
-        storage = obj.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr and ptr not in seen:
-            seen.add(ptr)
-            by_size[storage.nbytes()] += 1
-    except Exception:  # noqa: BLE001 - a tensor subclass or a freed storage: not counted
-        return
+def live_storages(device: torch.device) -> list[tuple[int, torch.dtype]]:
+    """(bytes, the dtype of the first tensor seen on it) of each live tensor storage on `device`,
+    each storage once."""
+    seen, found = set(), []
+    with warnings.catch_warnings():   # deprecated module attributes warn as the scan looks at them
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            try:
+                if not isinstance(obj, torch.Tensor) or obj.device != device:
+                    continue
+                storage = obj.untyped_storage()
+                ptr = storage.data_ptr()
+                if ptr and ptr not in seen:
+                    seen.add(ptr)
+                    found.append((storage.nbytes(), obj.dtype))
+            except Exception:  # noqa: BLE001 - a tensor subclass without storage, a freed one: not counted
+                continue
+    return found
