@@ -110,3 +110,60 @@ def test_the_census_counts_each_live_storage_once_by_size():
     assert census["allocated"] >= 96 * MIB and census["reserved"] >= census["allocated"]
     assert [96 * MIB, 1] in census["storages"], census
     del big, views
+
+
+def _loss_mean(n: int) -> torch.Tensor:
+    """mse_loss's mean: a 0-dim tensor whose storage is its whole elementwise buffer (n floats)."""
+    out = torch.nn.functional.mse_loss(torch.rand(n), torch.rand(n))
+    assert out.dim() == 0 and out.untyped_storage().nbytes() == 4 * n, "the op no longer returns such a view"
+    return out
+
+
+def test_recent_outputs_are_held_by_the_storage_they_keep_alive(worker, monkeypatch):
+    """An output that is a view of a large buffer keeps the whole buffer alive: the outputs the
+    worker holds (for storage reuse) are counted by their storages, within HELD_BYTES. Counted by
+    their elements, eight 0-dim losses of an H100's Huber problem kept 32 GiB alive."""
+    monkeypatch.setattr(worker, "HELD_BYTES", 3 * MIB)
+    for _ in range(6):
+        worker.calls += 1
+        worker._keep(_loss_mean(MIB // 4))   # 1 MiB each
+    kept = sum(t.untyped_storage().nbytes() for _, t in worker.held)
+    assert 0 < kept <= 3 * MIB, kept
+
+
+def test_timed_outputs_waiting_for_their_check_are_counted_by_their_storages(worker, monkeypatch):
+    """A timing run checks its queued outputs once they keep OUTPUTS_HELD_BYTES alive: a 0-dim
+    loss that is a view of an input-sized buffer counts as that buffer."""
+    from kernelvet.worker import _Reps
+    monkeypatch.setattr(_Reps, "OUTPUTS_HELD_BYTES", 3 * MIB)
+    n = MIB // 4
+    worker.fn = lambda p, t: torch.nn.functional.mse_loss(p, t)
+    worker.sets[1] = [torch.rand(n), torch.rand(n)]
+    worker.paint = False
+    rec = _Reps(worker, sync_every=32)
+    queued = []
+    for _ in range(8):
+        rec.rep(1, seen=True)
+        queued.append(len(rec._pending))
+    assert max(queued) <= 3, queued
+    rec.collect()
+    assert len(rec.times) == 8 and rec.verdicts()
+
+
+def test_a_rep_reads_its_inputs_without_copying_them():
+    """Before each timed rep the worker reads every input (seen and unseen sets alike), summing
+    its bits: a copy per rep took a whole set's worth of the device more than the plan counts,
+    and a 16 GiB pooling input's reference ran out of memory in its timing run."""
+    import types
+    from kernelvet.worker import _Reps
+    copied = []
+    bound = types.SimpleNamespace(clone=lambda x: copied.append(x.nbytes), view=torch.Tensor.view, sum=torch.sum)
+    rec = _Reps.__new__(_Reps)
+    rec.cuda, rec.wake_pool, rec.lead_s = False, False, 0.0
+    rec.w = types.SimpleNamespace(bound=bound, sets={1: [torch.rand(1000), torch.rand(4, 3).t(), 3.0]},
+                                  _paint_for_call=lambda s: None)
+    assert rec._before_call(1)[2] == 3.0
+    assert copied == []
+    rec.w.sets[2] = [torch.rand(3, dtype=torch.complex128)]   # no integer as wide: copied
+    rec._before_call(2)
+    assert copied == [48]

@@ -51,7 +51,7 @@ class _Bound:
         "torch.Tensor.narrow": (torch.Tensor, "narrow"),
         "torch.Tensor.zero_": (torch.Tensor, "zero_"),
         "torch.zeros": (torch, "zeros"), "torch.cat": (torch, "cat"), "torch.ne": (torch, "ne"),
-        "torch.any": (torch, "any"), "torch.Tensor.add_": (torch.Tensor, "add_"),
+        "torch.any": (torch, "any"), "torch.Tensor.add_": (torch.Tensor, "add_"), "torch.sum": (torch, "sum"),
     }
 
     def __init__(self):
@@ -69,7 +69,7 @@ class _Bound:
         self.fill_, self.view, self.zero_ = o["torch.Tensor.fill_"], o["torch.Tensor.view"], o["torch.Tensor.zero_"]
         self.storage, self.narrow = o["torch.Tensor.untyped_storage"], o["torch.Tensor.narrow"]
         self.zeros, self.cat, self.ne, self.any = o["torch.zeros"], o["torch.cat"], o["torch.ne"], o["torch.any"]
-        self.add_ = o["torch.Tensor.add_"]
+        self.add_, self.sum = o["torch.Tensor.add_"], o["torch.sum"]
 
     def kernel_trace(self, cuda: bool = True, cpu: bool = False):
         """Torch's profiler (Kineto; CUPTI for CUDA) one level below `torch.profiler.profile`, whose

@@ -7,6 +7,7 @@ from typing import Callable, Protocol
 import torch
 
 from . import host_copies
+from ..metrics import INT_OF_WIDTH
 from .bindings import _Bound, _bits_differ
 
 
@@ -30,6 +31,17 @@ class RepsWorker(Protocol):
     def _spin(self, seconds: float) -> None: ...                         # hold the caller's stream
     def _sync(self) -> None: ...                                         # wait for the device
     def _run_candidate(self, what: str, fn, *args): ...                  # a call; raising is data
+
+
+def _read(bound: _Bound, x: torch.Tensor) -> None:
+    """Every element of `x` read, as its bits summed: nothing the size of `x` allocated. A copy of
+    each input before every rep took a whole set's worth of the device more than the plan counts,
+    and the small outputs that then split its freed block left a 16 GiB pooling input no room."""
+    width = INT_OF_WIDTH.get(x.element_size())
+    if width is None:   # wider than any integer (complex128): copied
+        bound.clone(x)
+    else:
+        bound.sum(bound.view(x, width))
 
 
 class _Reps:
@@ -120,7 +132,7 @@ class _Reps:
         inputs = w.sets[s]
         for x in inputs:
             if isinstance(x, torch.Tensor):
-                bound.clone(x)
+                _read(bound, x)
         w._paint_for_call(s)
         if self.cuda:
             bound.zero_(w.flush_buf)
@@ -223,8 +235,8 @@ class _Reps:
             out = self._restore(where, out)
         out = self._own_copy(out)
         self._pending.append((clock, seen, s, out))
-        if type(out) is torch.Tensor:
-            self._held_bytes += out.numel() * out.element_size()
+        if type(out) is torch.Tensor:   # what it keeps alive: a view's whole storage (Worker._keep)
+            self._held_bytes += self.w.bound.storage(out).nbytes()
         if len(self._pending) >= self.sync_every or self._held_bytes >= self.OUTPUTS_HELD_BYTES:
             self.collect()
 

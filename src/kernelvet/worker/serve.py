@@ -397,8 +397,10 @@ class Worker:
         self._keep(out)
 
     def _keep(self, out: torch.Tensor) -> None:
+        # Counted by the storages they keep alive, not their elements: a loss's 0-dim mean may be
+        # a view of its whole elementwise buffer (smooth_l1_loss, mse_loss), as large as an input.
         self.held.append((self.calls, out))
-        while len(self.held) > self.HELD_MAX or sum(t.numel() * t.element_size() for _, t in self.held) > self.HELD_BYTES:
+        while len(self.held) > self.HELD_MAX or sum(self.bound.storage(t).nbytes() for _, t in self.held) > self.HELD_BYTES:
             self.held.pop(0)
 
     def _paint_held(self) -> None:
