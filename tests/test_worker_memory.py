@@ -150,20 +150,28 @@ def test_timed_outputs_waiting_for_their_check_are_counted_by_their_storages(wor
     assert len(rec.times) == 8 and rec.verdicts()
 
 
-def test_a_rep_reads_its_inputs_without_copying_them():
-    """Before each timed rep the worker reads every input (seen and unseen sets alike), summing
-    its bits: a copy per rep took a whole set's worth of the device more than the plan counts,
-    and a 16 GiB pooling input's reference ran out of memory in its timing run."""
+def test_a_rep_reads_its_inputs_without_copying_them_where_copies_are_kept_off_the_device():
+    """Before each timed rep the worker reads every input (seen and unseen sets alike). Where the
+    plan keeps the worker's copies on the host, it sums their bits in their own width: a copy per
+    rep was a set's worth of the device the plan does not count, and a 16 GiB pooling input's
+    reference ran out of memory in its timing run."""
     import types
     from kernelvet.worker import _Reps
-    copied = []
-    bound = types.SimpleNamespace(clone=lambda x: copied.append(x.nbytes), view=torch.Tensor.view, sum=torch.sum)
+    copied, summed = [], []
+
+    def sum_(x, dtype):
+        assert dtype == x.dtype, "summed in a wider type: a copy of the input at that width"
+        summed.append(x.nbytes)
+    bound = types.SimpleNamespace(clone=lambda x: copied.append(x.nbytes), view=torch.Tensor.view, sum=sum_)
     rec = _Reps.__new__(_Reps)
-    rec.cuda, rec.wake_pool, rec.lead_s = False, False, 0.0
+    rec.cuda, rec.wake_pool, rec.lead_s, rec.saved_on_host = False, False, 0.0, True
     rec.w = types.SimpleNamespace(bound=bound, sets={1: [torch.rand(1000), torch.rand(4, 3).t(), 3.0]},
                                   _paint_for_call=lambda s: None)
     assert rec._before_call(1)[2] == 3.0
-    assert copied == []
+    assert copied == [] and summed == [4000, 48]
     rec.w.sets[2] = [torch.rand(3, dtype=torch.complex128)]   # no integer as wide: copied
     rec._before_call(2)
     assert copied == [48]
+    rec.saved_on_host = False   # copies on the device, in the plan: as before
+    rec._before_call(1)
+    assert copied == [48, 4000, 48]

@@ -34,14 +34,13 @@ class RepsWorker(Protocol):
 
 
 def _read(bound: _Bound, x: torch.Tensor) -> None:
-    """Every element of `x` read, as its bits summed: nothing the size of `x` allocated. A copy of
-    each input before every rep took a whole set's worth of the device more than the plan counts,
-    and the small outputs that then split its freed block left a 16 GiB pooling input no room."""
+    """Every element of `x` read with nothing the size of it allocated: its bits summed in their
+    own width (summed into int64, a 16 GiB input was copied at twice its size)."""
     width = INT_OF_WIDTH.get(x.element_size())
     if width is None:   # wider than any integer (complex128): copied
         bound.clone(x)
     else:
-        bound.sum(bound.view(x, width))
+        bound.sum(bound.view(x, width), dtype=width)
 
 
 class _Reps:
@@ -132,7 +131,10 @@ class _Reps:
         inputs = w.sets[s]
         for x in inputs:
             if isinstance(x, torch.Tensor):
-                _read(bound, x)
+                # a copy, unless the plan keeps the worker's copies off the device (copies_on_host):
+                # there one per rep is a set's worth of the device it does not count, and the small
+                # outputs that split its freed block left a 16 GiB pooling input no room
+                _read(bound, x) if self.saved_on_host else bound.clone(x)
         w._paint_for_call(s)
         if self.cuda:
             bound.zero_(w.flush_buf)
