@@ -58,10 +58,10 @@ class _Reps:
     otherwise idle the device where do_bench's queue deepens); a host-bound call gets none, and its
     host time shows in the events as it would under do_bench: a lead there would hide up to its
     length of the call's host work per rep.
-    Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or OUTPUTS_HELD_BYTES of
-    outputs, a device-wide sync; then the events are read and the outputs checked, as the caller
-    would see them after a sync. The guard bands are checked on the device
-    in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
+    Every `sync_every` reps (at most SYNC_EVERY, fewer for long calls) or once the queued outputs
+    keep OUTPUTS_HELD_BYTES of storage alive, a device-wide sync; then the events are read and
+    the outputs checked, as the caller would see them after a sync. The guard bands are checked on
+    the device in stream order, before the next rep's paint. The second clock needs a sync per rep: `drain_rep`.
     """
 
     SYNC_EVERY = 32
