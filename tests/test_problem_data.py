@@ -687,3 +687,24 @@ def test_index_ties_take_one_byte_an_element_beside_the_values():
     assert run.returncode == 0, run.stderr
     grew, values = map(int, run.stdout.split())
     assert grew < values / 2, (grew, values)   # 1.14x the values with the count
+
+
+class _ReadsValues(torch.nn.Module):
+    def forward(self, x):
+        return x[x > 0.5].sum() * torch.ones(2) @ torch.ones(2, 2)   # a shape only the values give
+
+
+def test_a_big_model_with_no_counted_flops_is_not_run_in_float64_to_count_them(monkeypatch):
+    """Elementwise ops, pooling and losses count no FLOPs on the meta device, nor would they in a
+    float64 call (a float64 copy of a 16 GiB input on the host); a forward that cannot run there
+    is counted by the float64 call."""
+    from kernelvet.judge import reference
+    monkeypatch.setattr(reference, "META_COUNT_ELEMENTS", 1 << 12)
+    float64_calls = []
+    real = reference._flops_in_float64
+    monkeypatch.setattr(reference, "_flops_in_float64", lambda *a: float64_calls.append(1) or real(*a))
+    assert reference._count_flops(torch.nn.AvgPool2d(3), [torch.rand(1, 4, 64, 64)]) is None
+    assert reference._count_flops(torch.nn.ReLU(), [torch.rand(8, 1024)]) is None
+    assert float64_calls == []
+    assert reference._count_flops(_ReadsValues(), [torch.rand(64, 128)]) == 8.0
+    assert float64_calls == [1]

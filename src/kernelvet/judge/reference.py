@@ -244,7 +244,14 @@ def _count_flops(model, inputs) -> float | None:
     values, on one float64 call."""
     n = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)) + \
         sum(t.numel() for t in (*model.parameters(), *model.buffers()))
-    return (n > META_COUNT_ELEMENTS and _flops_on_meta(model, inputs)) or _flops_in_float64(model, inputs)
+    if n > META_COUNT_ELEMENTS:
+        counted = _flops_on_meta(model, inputs)
+        if counted is not _NOT_ON_META:
+            # none counted (elementwise ops, pooling, reductions, losses: the counter counts matmuls
+            # and convolutions) is what the float64 call would count too, at the cost of a float64
+            # copy of every input (30-60 s of the host's for KernelBench's 4-16 GiB activations)
+            return counted
+    return _flops_in_float64(model, inputs)
 
 
 def _flop_mode():
@@ -255,7 +262,12 @@ def _flop_mode():
     return FlopCounterMode(display=False)
 
 
-def _flops_on_meta(model, inputs) -> float | None:
+_NOT_ON_META = object()   # the forward could not run on the meta device
+
+
+def _flops_on_meta(model, inputs):
+    """FLOPs counted on a shapes-only run: a float, None where none were counted, _NOT_ON_META
+    where the forward cannot run there."""
     try:
         import copy
         tensors = [*model.parameters(), *model.buffers()]
@@ -266,7 +278,7 @@ def _flops_on_meta(model, inputs) -> float | None:
         total = fc.get_total_flops()
         return float(total) if total else None
     except Exception:  # noqa: BLE001 - no meta kernel, or a forward that reads values
-        return None
+        return _NOT_ON_META
 
 
 def _flops_in_float64(model, inputs) -> float | None:
