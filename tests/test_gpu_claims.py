@@ -95,6 +95,8 @@ def test_forged_pair_times_are_slow_by_the_judges_clock_on_cuda(launcher, write)
     report = _vet(write, launcher, "forged_pairs", FORGED_PAIRS_GEMM, problem=load_problem("matmul", (4096,) * 3),
                   library_policy="off")
     caching = report.finding(CheckId.CACHING)
-    assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, [f.summary for f in report.failed]
+    # where it passes, what each clock made of the pairs: the judge's bound, its unseen reps, the controls
+    said = {k: caching.evidence.get(k) for k in ("judge_pairs", "pairs", "controls", "net_pairs")}
+    assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, ([f.summary for f in report.failed], said)
     assert caching.evidence.get("by_judge_clock"), caching.summary
     assert_judge_healthy(launcher)
