@@ -43,7 +43,7 @@ def main(out: str, gibs: list[float]) -> None:
             meta, meta_count = _timed(reference._flops_on_meta, model, x)
             rows.append({"model": name, "input_gib": x[0].numel() * 4 / (1 << 30), "float64_s": f64, "meta_s": meta,
                          "float64_flops": f64_count, "meta_flops": meta_count if isinstance(meta_count, float) else None})
-            print(f"{name:10s} {rows[-1]['input_gib']:.2f} GiB: float64 call {statistics.median(f64):.2f} s, "
+            print(f"{name:10s} {rows[-1]['input_gib']:.2f} GiB: float64 forward {statistics.median(f64):.2f} s, "
                   f"meta {statistics.median(meta):.2f} s, FLOPs {f64_count} / {rows[-1]['meta_flops']}", flush=True)
             del x
     meta = {"version": 1, "torch": torch.__version__, "python": platform.python_version(),

@@ -249,7 +249,7 @@ def _count_flops(model, inputs) -> float | None:
         if counted is not _NOT_ON_META:
             # none counted (elementwise ops, pooling, reductions, losses: the counter counts matmuls
             # and convolutions) is what the float64 call would count too, at the cost of a float64
-            # copy of every input (30-60 s of the host's for KernelBench's 4-16 GiB activations)
+            # copy of every input (0.8-3 s a GiB of input on a 2-core host: bench/diagnostics/flop_count_cost.py)
             return counted
     return _flops_in_float64(model, inputs)
 

@@ -134,7 +134,10 @@ class _Reps:
                 # a copy, unless the plan keeps the worker's copies off the device (copies_on_host):
                 # there one per rep is a set's worth of the device it does not count, and the small
                 # outputs that split its freed block left a 16 GiB pooling input no room
-                _read(bound, x) if self.saved_on_host else bound.clone(x)
+                if self.saved_on_host:
+                    _read(bound, x)
+                else:
+                    bound.clone(x)
         w._paint_for_call(s)
         if self.cuda:
             bound.zero_(w.flush_buf)
