@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from kernelvet import judge
+from kernelvet import judge, sched
 from kernelvet.checks import REGISTRY, evaluate_all
 from kernelvet.evidence import CallRecord, Evidence
 from kernelvet.ids import ALL_CHECKS, CheckId
@@ -247,6 +247,11 @@ class _TimingWorker:
     def request(self, kind, body, blobs=(), max_blob_bytes=None):
         self.asked.append((kind, body))
         return _Timed(self.bodies.pop(0)) if kind == "time" else None
+
+    def clocked(self, kind, body, blobs=(), max_blob_bytes=None):
+        before = sched.sample(self.clock_pid)
+        msg = self.request(kind, body, blobs, max_blob_bytes)
+        return msg, sched.between(before, sched.sample(self.clock_pid))
 
 
 def _retry(ev, worker):

@@ -3,7 +3,8 @@
 A candidate that rewrites the worker's reply to a pair request (its `_time_unseen`, say) can report
 the unseen rep of a value-keyed memo at its seen rep's time: on CPU such a memo passed every check
 at "5.1x". The judge brackets each pair request (an unseen set carried, its rep, a seen rep) and
-each control request (the same, carrying a copy of seen values) with its own clock, and prices the
+each control request (the same, carrying a copy of seen values) with its own clock, from its send
+to its reply (the judge's own copy of the set into the buffer it lends outside), and prices the
 same request without the candidate (a null pair request: the set carried, two reps' own work,
 outputs of the call's shape sent back), in the candidate's worker and held to the price the
 reference's worker paid (as timers holds its null requests). What is left of a request is its two

@@ -301,14 +301,13 @@ class Plan:
     def _pair_request(self, k, vals, seen, control: bool = False) -> tuple[list, float | None, float]:
         """One timing request carrying set `k` (values `vals`): its rep, then one on seen set `seen`.
         Returns the worker's [seen ms, carried ms] pairs, the longest thread wait in ms, and the
-        request's duration by the judge's clock, less its serving thread's waits for a core, in s."""
+        request's duration by the judge's clock from its send to its reply (spawn.Worker.clocked),
+        less its serving thread's waits for a core, in s."""
         ev = self.ev
         layout, blobs = _encode_set(vals)
         lead_ms = float((ev.timing or {}).get("lead_ms", 0.0))
-        before = sched.sample(self.w.clock_pid)
-        msg = self.record("timing", None, self.w.request("time", _pair_body(seen, k, layout, lead_ms), blobs,
-                                                         max_blob_bytes=self.max_blob))
-        clock = sched.between(before, sched.sample(self.w.clock_pid))
+        msg, clock = self.w.clocked("time", _pair_body(seen, k, layout, lead_ms), blobs, max_blob_bytes=self.max_blob)
+        msg = self.record("timing", None, msg)
         wait_s = clock["max_thread_wait_s"]
         net_s = clock["judge_s"] - (clock.get("main_wait_s") or 0.0)
         self.timed_outputs(msg, () if control else (k,))
