@@ -18,6 +18,13 @@
 #                                  written so far stays; the same folder resumes it (RESUME=DIR: a
 #                                  part's folder carried from here, copied in first)
 #                                  and the host's and device's memory every 2 s in $OUT/mem.log
+#   bench/gpu_session.sh parts TOTAL_S PART ...   several parts of the sweep in one invocation of at
+#                                  most TOTAL_S seconds, each PART LEVEL:RANGE:SECONDS[:RESUMEDIR]
+#                                  (SECONDS 0: what is left; RANGE as the sweep takes it, 45,21,22
+#                                  included), each part's folder, memory log and log packed into
+#                                  $OUT/pN.tgz (a device run returns few files); GPU tests first
+#                                  where TESTS names them, into $OUT/gpu-tests.log, stopped after
+#                                  TESTS_S (default 120) seconds
 #   bench/gpu_session.sh phases SPECS [BUDGET_S [SECONDS]]   bench/diagnostics/kernelbench_phases.py
 #                                  (where a big vet's time goes: the judge's steps timed) into
 #                                  $OUT/phases.jsonl, stopped after SECONDS (its vet under way recorded)
@@ -73,6 +80,23 @@ memory_log() {
     sleep 2
   done
 }
+# One part of the KernelBench sweep into DIR/sweep (resumed from RESUMEDIR where given), its
+# memory log in DIR/mem.log and its output in DIR/sweep.log, stopped after SECONDS:
+#   sweep_part DIR LEVELS RANGE SECONDS [RESUMEDIR]
+sweep_part() {
+  local dir=$1 pid timer sampler
+  mkdir -p "$dir/sweep"; [ -n "${5:-}" ] && [ -d "$5" ] && cp -r "$5"/. "$dir/sweep"/
+  memory_log "$dir/mem.log" & sampler=$!
+  # A pool of one GPU (--gpus all): its judge a process of its own, started afresh if the host kills it
+  setsid python3 bench/kernelbench_sweep.py --results "$dir/sweep" --levels "$2" \
+    --range "$3" -- --no-progress --gpus all > "$dir/sweep.log" 2>&1 &
+  pid=$!
+  # SIGINT, then the pool's own stop of its judge (up to 20 s), then SIGKILL
+  ( sleep "$4"; kill -INT -- -"$pid" 2>/dev/null; sleep 25; kill -KILL -- -"$pid" 2>/dev/null ) & timer=$!
+  wait "$pid"; echo "sweep exit $? after $((SECONDS - START)) s"; kill "$timer" "$sampler" 2>/dev/null
+  stop_leftovers; wait_for_free_device   # a judge the stop left behind holds device memory the next step needs
+  python3 bench/kernelbench_sweep.py --results "$dir/sweep" --levels "$2" --table-only > /dev/null 2>&1
+}
 stop_leftovers
 wait_for_free_device
 {
@@ -110,18 +134,27 @@ case "${1:-bench}" in
     echo "practice exit $? after $((SECONDS - START)) s"; grep -E "^[0-9]+/[0-9]+ |cheats rejected" "$OUT/practice-cuda.txt" ;;
   sweep)
     # RESUME=DIR: an earlier part's folder (results.jsonl, problems.json), carried to the device: resumed
-    mkdir -p "$OUT/sweep"; [ -n "${RESUME:-}" ] && [ -d "$RESUME" ] && cp -r "$RESUME"/. "$OUT/sweep"/
-    memory_log "$OUT/mem.log" & sampler=$!
-    # A pool of one GPU (--gpus all): its judge a process of its own, started afresh if the host kills it
-    setsid python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "${2:?levels}" \
-      --range "${3:?range}" -- --no-progress --gpus all > "$OUT/sweep.log" 2>&1 &
-    pid=$!
-    # SIGINT, then the pool's own stop of its judge (up to 20 s), then SIGKILL
-    ( sleep "${4:-560}"; kill -INT -- -"$pid" 2>/dev/null; sleep 25; kill -KILL -- -"$pid" 2>/dev/null ) & timer=$!
-    wait "$pid"; echo "sweep exit $? after $((SECONDS - START)) s"; kill "$timer" "$sampler" 2>/dev/null
-    stop_leftovers; wait_for_free_device   # a judge the stop left behind holds device memory the next step needs
-    python3 bench/kernelbench_sweep.py --results "$OUT/sweep" --levels "$2" --table-only > /dev/null 2>&1
+    sweep_part "$OUT" "${2:?levels}" "${3:?range}" "${4:-560}" "${RESUME:-}"
     tail -30 "$OUT/sweep/sweep.md" ;;
+  parts)
+    end=$(( SECONDS + ${2:?total seconds} ))
+    if [ -n "${TESTS:-}" ]; then
+      timeout -s INT "${TESTS_S:-120}" python3 -m pytest -m gpu -v -p no:cacheprovider -rA $TESTS > "$OUT/gpu-tests.log" 2>&1
+      echo "tests exit $? after $((SECONDS - START)) s"; tail -1 "$OUT/gpu-tests.log"
+      stop_leftovers; wait_for_free_device
+    fi
+    n=0
+    for part in "${@:3}"; do
+      n=$((n + 1)); IFS=: read -r level range secs resume <<< "$part"
+      left=$(( end - SECONDS - 10 ))
+      [ "${secs:-0}" -eq 0 ] || [ "$secs" -gt "$left" ] && secs=$left
+      [ "$secs" -lt 60 ] && { echo "part $n ($part) not started: $secs s left"; break; }
+      mkdir -p "$OUT/p$n"
+      echo "part $n: $part, $secs s"
+      sweep_part "$OUT/p$n" "$level" "$range" "$((secs - 35))" "${resume:-}"
+      grep -E "^\| $level \| " "$OUT/p$n/sweep/sweep.md" | grep -v "| - | - | - |" | head -20
+      tar -czf "$OUT/p$n.tgz" -C "$OUT" "p$n" && rm -rf "${OUT:?}/p$n"
+    done ;;
   phases)
     # bench/diagnostics/kernelbench_phases.py for SPECS (e.g. 44:allowed), after any leftover judge
     # has let the device go: where a big vet's time goes, step by step
