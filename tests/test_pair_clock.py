@@ -1,8 +1,12 @@
 """caching's pairs by the judge's clock (checks/pair_clock.py): the arithmetic on synthetic
-request durations, where the worker's own pair times say nothing."""
+request durations, where the worker's own pair times say nothing, and the bracket a request's
+duration is read by (spawn.WorkerHandle.clocked)."""
+
+import time
 
 import torch
 
+from kernelvet import spawn
 from kernelvet.checks import REGISTRY, pair_clock
 from kernelvet.evidence import Evidence
 from kernelvet.ids import ALL_CHECKS, CheckId
@@ -141,3 +145,24 @@ def test_a_pair_request_is_judged_by_the_clock_only_while_what_it_moves_stays_sm
     big_set = [torch.empty(1).expand(CLOCKED_MAX_BYTES // 4)]   # 1 GiB as its bytes count, unallocated
     assert null_prices.pair_clocked(big_set, 0)
     assert not null_prices.pair_clocked(big_set, 2048 * mib)
+
+
+def test_a_clocked_request_leaves_the_judges_own_work_before_it_outside_its_bracket(monkeypatch):
+    """The judge's clock over a pair request runs from its send to its reply: what the judge does
+    before it sends (a loan's buffer filled with the set the request carries, here 0.3 s of a
+    stand-in) is not the worker's. Bracketed from before that work, a 128 MiB set's fill read
+    1.4-1.9 ms of a 4096^3 GEMM's null pair request on an H100, widening each pair's bound."""
+    launcher = spawn.Launcher()
+    w = spawn.WorkerHandle(launcher, time.monotonic() + 60, device="cpu")
+    try:
+        w.hello()
+        monkeypatch.setattr(w, "_loan", lambda *a: time.sleep(0.3))   # no loan, after 0.3 s
+        t0 = time.monotonic()
+        msg, clock = w.clocked("release", {"sets": []})
+        took = time.monotonic() - t0
+        assert msg.type == "ok"
+        assert took >= 0.3 and clock["judge_s"] < took - 0.25, (took, clock)
+    finally:
+        w.close()
+        w.cleanup()
+        launcher.close()

@@ -301,7 +301,7 @@ class Plan:
     def _pair_request(self, k, vals, seen, control: bool = False) -> tuple[list, float | None, float]:
         """One timing request carrying set `k` (values `vals`): its rep, then one on seen set `seen`.
         Returns the worker's [seen ms, carried ms] pairs, the longest thread wait in ms, and the
-        request's duration by the judge's clock from its send to its reply (spawn.Worker.clocked),
+        request's duration by the judge's clock from its send to its reply (spawn.WorkerHandle.clocked),
         less its serving thread's waits for a core, in s."""
         ev = self.ev
         layout, blobs = _encode_set(vals)
