@@ -66,8 +66,8 @@ def null_pair(w, seen: int, values: list, max_blob, lead_ms: float = 0.0) -> dic
     """A pair request (judge/plan.py, `unseen_pairs`) with the null function in the calls' place:
     a copy of seen set `seen`'s values carried, two reps' own work (each after a spin of `lead_ms`
     on CUDA, as the candidate's reps), outputs of the call's shape sent back, by the judge's
-    clocks from its send to its reply, as the candidate's pair requests (spawn.WorkerHandle.clocked); the
-    copy released after."""
+    clocks from its send to its reply, as the candidate's pair requests (spawn.WorkerHandle.clocked);
+    the copy released after."""
     layout, blobs = _encode_set(values)
     _, got = w.clocked("time", _pair_body(seen, _NULL_PAIR, layout, lead_ms, null=True), blobs, max_blob_bytes=max_blob)
     w.request("release", {"sets": [_NULL_PAIR]})
