@@ -798,7 +798,11 @@ def test_a_vet_whose_worker_keeps_its_input_copies_on_the_host_judges_as_before(
     if entry.kind == "honest":
         assert report.verdict is Verdict.PASS, [f.summary for f in report.failed]
     else:
-        assert report.verdict is Verdict.REJECT and failed(report) & entry.catches, [f.summary for f in report.failed]
+        # a fresh set may land in the storage a released one left (no device copy of it is made
+        # here): the pointer cache then gives it that set's answer, wrong, and precision names it
+        # before caching's overwrite (on an H100 at 5e92552; on the CPU a lean holding does so too)
+        named = entry.catches | ({CheckId.PRECISION} if name == "pointer_cache" else set())
+        assert report.verdict is Verdict.REJECT and failed(report) & named, [f.summary for f in report.failed]
 
 
 @pytest.mark.gpu

@@ -6,6 +6,8 @@ so a correctness check on fresh inputs still passes.
 Why a naive bench believes it: its timed reps reuse the same tensors.
 Which check kills it: `caching`: the same storages are overwritten in place with new values and
 the call returns yesterday's answer (and inputs it has not seen are far slower than seen ones).
+Where the judge holds a big problem lean, a fresh set can land in the storage a released set left,
+and the cache gives it that set's answer: wrong on fresh inputs, named by `precision` first.
 A hit returns `hit * 1`: a kernel runs on every call, so a profiler's trace shows device work.
 """
 
