@@ -85,5 +85,40 @@ def test_a_device_tensors_host_copy_is_compared_and_put_back_on_the_device(small
     assert not host_copies.same_bits(BOUND, copy, y)
     mask = host_copies.unchanged(BOUND, copy, y)
     assert mask.device == y.device and int((~mask).sum()) == 1 and not bool(mask[32, 16])
-    BOUND.copy_(y, copy)   # put back, across the bus
+    host_copies.put_back(BOUND, y, copy)   # across the bus, a slice at a time through the stage
+    assert torch.equal(y, x)
+    strided = torch.zeros(17, 33, device="cuda").t()
+    host_copies.put_back(BOUND, strided, copy)   # a strided destination: one copy
+    assert torch.equal(strided, x)
+
+
+@pytest.mark.gpu
+@CUDA
+def test_a_host_copy_crosses_through_a_pinned_stage(small_slices):
+    x = torch.randn(1000, device="cuda")
+    assert host_copies._Stage(BOUND, x, x.device).buf.is_pinned()
+    copy = host_copies.copy_of(BOUND, x, on_host=True)
+    assert not copy.is_pinned() and torch.equal(copy, x.cpu())   # the copy itself stays pageable
+    odd = torch.randn(7, 9, device="cuda").t()   # not contiguous: copied whole
+    assert torch.equal(host_copies.copy_of(BOUND, odd, on_host=True), odd.cpu())
+
+
+def test_slices_through_a_stage_copy_every_element_once_both_ways(small_slices):
+    """The crossing's loop, with a host buffer standing in for the pinned stage (a CPU has none):
+    each slice passes through the stage, which holds the last one at the end."""
+    src = torch.randn(50)
+    stage = host_copies._Stage(BOUND, src, torch.device("cpu"))
+    assert stage.buf is None   # nothing crosses on the CPU
+    stage.buf = torch.empty(64 // 4)
+    for via in (stage.home, stage.out):
+        dst = torch.full((50,), float("nan"))
+        host_copies._sliced_copy(BOUND, dst, src, via, 4)
+        assert torch.equal(dst, src) and torch.equal(stage.buf[:2], src[48:])   # the short last slice
+
+
+def test_a_host_copy_is_put_back_into_a_cpu_tensor_in_one_copy():
+    x = torch.randn(6, 5)
+    copy = host_copies.copy_of(BOUND, x, on_host=True)
+    y = torch.zeros(6, 5)
+    host_copies.put_back(BOUND, y, copy)
     assert torch.equal(y, x)

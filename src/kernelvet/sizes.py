@@ -283,7 +283,7 @@ def footprint(size: ProblemSize, hold: Holding, plan: PlanCounts = PlanCounts(),
         host["reference64 in the making"] = device.pop("reference64 in the making")
     if hold.copies_on_host:   # in the worker's host memory, each compared or put back a slice at a time
         host["worker input copies"] = device.pop("worker input copies")
-        device["worker copy staging"] = min(s, STAGING_BYTES)
+        host["worker copy stage, pinned"] = device["worker copy staging"] = min(s, STAGING_BYTES)
     if hold.sets_on_device:   # and a request's sets copied into the buffers it lends (devshare.py)
         device["judge input sets"] = host.pop("judge input sets") + s
     judged = host if hold.judge_on_host or not judge_device else device

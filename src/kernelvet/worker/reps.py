@@ -296,7 +296,7 @@ class _Reps:
             if bound.storage(out).data_ptr() in mine:
                 out = bound.clone(out)
         for i, x in self._saved[at].items():
-            bound.copy_(w.sets[at][i], x)
+            host_copies.put_back(bound, w.sets[at][i], x)
         return out
 
     def collect(self) -> None:
