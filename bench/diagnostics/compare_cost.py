@@ -26,7 +26,7 @@ from torch import nn
 
 class Model(nn.Module):
     def forward(self, x):
-        return torch.tanh(x) * 0.5
+        return {forward}
 
 
 def get_inputs():
@@ -66,6 +66,18 @@ def direct(n: int, device: str) -> dict:
             "compare_s": _median_s(lambda: metrics.compare(out, ref))}
 
 
+def write_problem(work: str, n: int, forward: str = "torch.tanh(x) * 0.5") -> tuple[str, str]:
+    """The elementwise problem of about `n` float32 elements (rows of 4096) computing `forward` of
+    its input x, and its own Model as the candidate, written into `work`: their paths."""
+    path, cand = os.path.join(work, "problem.py"), os.path.join(work, "candidate.py")
+    text = PROBLEM.format(rows=max(n // 4096, 1), forward=forward)
+    with open(path, "w") as fh:
+        fh.write(text)
+    with open(cand, "w") as fh:
+        fh.write(text + "\n\nclass ModelNew(Model):\n    pass\n")
+    return path, cand
+
+
 def main(argv: list[str]) -> int:
     out = argv[0]
     n = int(argv[1]) if len(argv) > 1 else 1 << 26
@@ -78,12 +90,7 @@ def main(argv: list[str]) -> int:
         if hasattr(metrics, name):   # a checkout without it
             _timed(metrics, name)
     with tempfile.TemporaryDirectory() as work:
-        path, cand = os.path.join(work, "problem.py"), os.path.join(work, "candidate.py")
-        text = PROBLEM.format(rows=max(n // 4096, 1))
-        with open(path, "w") as fh:
-            fh.write(text)
-        with open(cand, "w") as fh:
-            fh.write(text + "\n\nclass ModelNew(Model):\n    pass\n")
+        path, cand = write_problem(work, n)
         for _ in range(vets):
             SPENT.clear()
             CALLS.clear()

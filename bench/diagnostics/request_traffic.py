@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 
+from compare_cost import write_problem   # its neighbour here (on sys.path as the script's folder)
 from kernelvet import protocol, sizes, vet
 from kernelvet.judge.settings import _CONTROL, _NULL_PAIR
 
@@ -31,22 +32,6 @@ HOLDINGS = {
     "lean": sizes.Holding(lean=True, judge_on_host=True, output_itemsize=4),
     "tight": sizes.Holding(lean=True, judge_on_host=True, tight=True, output_itemsize=4),
 }
-PROBLEM = """import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn({rows}, 4096)]
-
-
-def get_init_inputs():
-    return []
-"""
 COLUMNS = ("requests", "to_worker_host", "to_worker_lent", "back_host", "back_lent")
 
 
@@ -117,12 +102,7 @@ def main(argv: list[str]) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     counter, lines = Counter(), []
     with tempfile.TemporaryDirectory() as work:
-        path, cand = os.path.join(work, "problem.py"), os.path.join(work, "candidate.py")
-        text = PROBLEM.format(rows=max(n // 4096, 1))
-        with open(path, "w") as fh:
-            fh.write(text)
-        with open(cand, "w") as fh:
-            fh.write(text + "\n\nclass ModelNew(Model):\n    pass\n")
+        path, cand = write_problem(work, n, "torch.relu(x)")
         for name in names:
             _hold(HOLDINGS[name])
             t0 = time.monotonic()
