@@ -28,18 +28,18 @@ def copy_of(bound: _Bound, t: torch.Tensor, on_host: bool) -> torch.Tensor:
         bound.copy_(host, t)
         return host
     src = _flat_words(bound, t)
-    _sliced_copy(bound, _flat_words(bound, host), src, _Stage(bound, src, t.device).home, t.element_size())
+    _sliced_copy(bound, _flat_words(bound, host), src, _Stage(bound, src, t.device).through, t.element_size())
     return host
 
 
 def put_back(bound: _Bound, dst: torch.Tensor, copy: torch.Tensor) -> None:
     """`copy`'s values (same shape and dtype) into `dst`, in stream order: from a host copy to a
     contiguous device tensor a slice at a time through the stage, else in one copy."""
-    if copy.device == dst.device or not dst.is_contiguous() or dst.device.type != "cuda":
+    if copy.device == dst.device or not dst.is_contiguous():
         bound.copy_(dst, copy)
         return
     wc = _flat_words(bound, copy)
-    _sliced_copy(bound, _flat_words(bound, dst), wc, _Stage(bound, wc, dst.device).out, dst.element_size())
+    _sliced_copy(bound, _flat_words(bound, dst), wc, _Stage(bound, wc, dst.device).through, dst.element_size())
 
 
 def _sliced_copy(bound: _Bound, dst: torch.Tensor, src: torch.Tensor, via, itemsize: int) -> None:
@@ -93,9 +93,14 @@ def _flat_words(bound: _Bound, t: torch.Tensor) -> torch.Tensor:
     return bound.view(t, (-1,))
 
 
+def _slice_elements(itemsize: int) -> int:
+    """Elements of `itemsize` bytes in one slice (and in the stage it crosses through)."""
+    return max(1, STAGING_BYTES // itemsize)
+
+
 def _slices(n: int, itemsize: int):
     """(start, length) of the slices of `n` elements of `itemsize` bytes, STAGING_BYTES each at most."""
-    step = max(1, STAGING_BYTES // itemsize)
+    step = _slice_elements(itemsize)
     for start in range(0, n, step):
         yield start, min(step, n - start)
 
@@ -103,7 +108,7 @@ def _slices(n: int, itemsize: int):
 def _staged(bound: _Bound, stage: _Stage, host: torch.Tensor, start: int, n: int, device) -> torch.Tensor:
     """Elements [start, start + n) of the flat host tensor `host`, copied to `device`."""
     part = bound.empty((n,), dtype=host.dtype, device=device)
-    bound.copy_(part, stage.out(bound.narrow(host, 0, start, n)))
+    bound.copy_(part, stage.through(bound.narrow(host, 0, start, n)))
     return part
 
 
@@ -116,23 +121,16 @@ class _Stage:
     def __init__(self, bound: _Bound, flat: torch.Tensor, device: torch.device):
         self.bound, self.buf = bound, None
         if device.type == "cuda":
-            n = min(flat.numel(), max(1, STAGING_BYTES // max(flat.element_size(), 1)))
+            n = min(flat.numel(), _slice_elements(flat.element_size()))
             try:
                 self.buf = bound.empty((n,), dtype=flat.dtype, device="cpu", pin_memory=True)
             except RuntimeError:
                 self.buf = None
 
-    def home(self, part: torch.Tensor) -> torch.Tensor:
-        """A device slice's values in the stage (valid until the next slice)."""
+    def through(self, part: torch.Tensor) -> torch.Tensor:
+        """A slice's values in the stage, valid until the next slice: a device slice on its way to
+        the host, or a host slice on its way to the device."""
         if self.buf is None:
-            return part
-        staged = self.bound.narrow(self.buf, 0, 0, part.numel())
-        self.bound.copy_(staged, part)
-        return staged
-
-    def out(self, part: torch.Tensor) -> torch.Tensor:
-        """A host slice, staged to be copied to the device (valid until the next slice)."""
-        if self.buf is None or part.device.type != "cpu":
             return part
         staged = self.bound.narrow(self.buf, 0, 0, part.numel())
         self.bound.copy_(staged, part)
