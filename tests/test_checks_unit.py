@@ -232,8 +232,8 @@ def test_an_early_stop_relabels_only_the_checks_it_left_without_evidence():
 
 
 class _Timed:
-    def __init__(self, body):
-        self.type, self.body, self.tensors = "timed", body, []
+    def __init__(self, body, tensors=()):
+        self.type, self.body, self.tensors = "timed", body, list(tensors)
 
 
 class _TimingWorker:
@@ -246,6 +246,8 @@ class _TimingWorker:
 
     def request(self, kind, body, blobs=(), max_blob_bytes=None):
         self.asked.append((kind, body))
+        if kind == "time" and "layout" in body:   # a pair request: its carried set's output (a stand-in)
+            return _Timed({**self.bodies.pop(0), "first_sets": body["unseen"]}, [None])
         return _Timed(self.bodies.pop(0)) if kind == "time" else None
 
     def clocked(self, kind, body, blobs=(), max_blob_bytes=None):

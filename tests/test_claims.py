@@ -134,6 +134,32 @@ class ModelNew(nn.Module):
 """
 
 
+# The worker's reply to a pair request, swapped: it sends back no output, and the candidate
+# computes nothing in a pair request (found on the stack), so its calls on new values go unchecked.
+UNANSWERED_PAIRS = FIND_WORKER + """
+import sys as _sys
+_real_unseen = _kw.Worker._time_unseen
+def _time_unseen(self, b, blobs):
+    kind, body, _outputs = _real_unseen(self, b, blobs)
+    body["first_sets"] = []
+    return kind, body, []
+_kw.Worker._time_unseen = _time_unseen
+def _in_pair():
+    f = _sys._getframe(1)
+    while f is not None and f.f_code.co_name != "_time_unseen":
+        f = f.f_back
+    return f is not None
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        out = torch.zeros(A.shape[0], B.shape[1])
+        if _in_pair():
+            return out
+        for k in range(0, A.shape[1], 32):
+            out += (A[:, k:k + 32, None] * B[None, k:k + 32, :]).sum(1)
+        return out
+"""
+
+
 def _write(write, name, text):
     return write(f"{name}.py", MATMUL_HEADER + text)
 
@@ -269,6 +295,26 @@ def test_forged_pair_times_fail_caching_by_the_judges_clock(launcher, write):
     assert caching.evidence.get("by_judge_clock") and "judge's clock" in caching.summary, caching.summary
     assert all(u == s for s, u in caching.evidence["pairs"])   # what the worker said
     assert_judge_healthy(launcher)
+
+
+def test_a_pair_reply_without_its_carried_sets_output_fails_caching(launcher, write):
+    """The reply to a pair request owes the output of its call on the set it carried: a worker
+    that sends none back (its calls on new values skipped) is rejected, not judged on its word."""
+    report = vet(_write(write, "unanswered_pairs", UNANSWERED_PAIRS), "matmul", device="cpu", timeout=120,
+                 launcher=launcher)
+    caching = report.finding(CheckId.CACHING)
+    assert report.verdict is Verdict.REJECT and caching.status is Status.FAIL, report.dumps()
+    assert caching.evidence["unanswered_pairs"] >= 5 and "without the output" in caching.summary
+    assert_judge_healthy(launcher)
+
+
+def test_an_honest_pair_reply_carries_its_carried_sets_output_alone(launcher, write):
+    """Each pair and control request sends back one output, verified as its carried set's: none is
+    counted unanswered, and the caching check passes."""
+    report = vet(_write(write, "honest", honest_matmul()), "matmul", device="cpu", timeout=120, launcher=launcher)
+    caching = report.finding(CheckId.CACHING)
+    assert report.verdict is Verdict.PASS and caching.status is Status.PASS, [f.summary for f in report.failed]
+    assert "unanswered_pairs" not in caching.evidence and caching.evidence["pairs"]
 
 
 # -- the judge's arithmetic on its own measurements (synthetic, deterministic) -----------------

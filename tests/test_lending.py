@@ -123,6 +123,7 @@ def test_a_worker_reads_only_the_lent_buffers_that_hold_its_inputs():
 def test_rooms_follow_the_outputs_a_reply_carries():
     assert lending.rooms_for("call", {"set": 1}) == 1
     assert lending.rooms_for("time", {"sets": [1, 2, 1], "unseen": [100]}) == 3
+    assert lending.rooms_for("time", {"sets": [1], "unseen": [100], "layout": []}) == 1   # a pair request
     assert lending.rooms_for("loop", {"set": 300, "fetch": False}) == 0
     assert lending.rooms_for("inputs", {"set": 1}) == 0
 

@@ -80,6 +80,7 @@ class Evidence:
     candidate_weights: list | None = None   # the candidate's, as its worker described them
     reused_output: str = "allow"            # the policy on a call that returns an earlier output's storage
     unseen_in_place: int = 0                # unseen reps that ran in a seen set's storages
+    unanswered_pairs: int = 0               # pair requests whose reply lacked their carried set's output
     unseen_attempts: list = dataclasses.field(default_factory=list)    # earlier runs' unseen pairs
     control_attempts: list = dataclasses.field(default_factory=list)   # earlier runs' control pairs
     # per judged pair, by the judge's clock (s, net of the serving thread's waits): its unseen request,

@@ -20,7 +20,8 @@ from .protocol import Blob, Message, ProtocolError
 
 FREE_SHARE = 0.25   # of the device's free memory, what one request's buffers may take
 
-# Outputs a reply to each request may carry (a timing run's: one per set it times)
+# Outputs a reply to each request may carry (a timing run's: one per set it times; a pair
+# request's: one, its carried set's)
 ROOMS = {"call": 1, "probe": 1, "loop": 1, "lend": 1}
 
 
@@ -35,6 +36,8 @@ def _big(b: Blob) -> bool:
 
 
 def rooms_for(type_: str, body: dict) -> int:
+    if type_ == "time" and "layout" in body:   # a pair request: its carried set's output alone
+        return len(body.get("unseen") or ())
     if type_ == "time":
         return len(set(body.get("sets") or ()) | set(body.get("unseen") or ()))
     if type_ == "loop" and not body.get("fetch"):

@@ -4,6 +4,8 @@
     with new random values: a cache keyed on pointers or shapes now returns yesterday's answer.
 (b) Outputs of timed calls are verified against the reference (the first of each input set;
     `determinism` holds every later rep to the same bits), not only a separate correctness pass.
+    A pair request (c) sends back its carried set's output alone (a seen set's right answer is one
+    the worker holds already, so its rep's output proves nothing); a reply without it fails.
 (a) and (b) hold the candidate to its own accuracy on fresh inputs (or, on a set harder than those,
     the reference's own there: judge/own_error.py): a thin format is `precision`'s.
 (c) Input values never seen before, timed once each, spread through the timing run and paired
@@ -124,6 +126,11 @@ def evaluate(ev) -> Finding:
             return Finding(CheckId.CACHING, Status.FAIL,
                            f"after the inputs were overwritten in place (same pointers), the candidate returned "
                            f"{what} (error {err:.3g} vs the new values, {stale:.3g} vs the old)", evidence)
+    if ev.unanswered_pairs:   # never honest: the reference, and so the checked calls, return a tensor
+        return Finding(CheckId.CACHING, Status.FAIL,
+                       f"{ev.unanswered_pairs} pair requests came back without the output of the call on the "
+                       "inputs they carried: what those calls computed cannot be verified",
+                       {**evidence, "unanswered_pairs": ev.unanswered_pairs})
     later = [c for c in ev.records("timed", "unseen", "loop")
              if not ev.poisoned(c) and c.output.shape == ev.refs64[c.values_of].shape]
     errs = [ev.rel_error(c.output, c.values_of) for c in later]

@@ -6,7 +6,7 @@ at "5.1x". The judge brackets each pair request (an unseen set carried, its rep,
 each control request (the same, carrying a copy of seen values) with its own clock, from its send
 to its reply (the judge's own copy of the set into the buffer it lends outside), and prices the
 same request without the candidate (a null pair request: the set carried, two reps' own work,
-outputs of the call's shape sent back), in the candidate's worker and held to the price the
+an output of the call's shape sent back), in the candidate's worker and held to the price the
 reference's worker paid (as timers holds its null requests). What is left of a request is its two
 calls and the cold start of a request's first rep:
     unseen request:  first rep price + unseen call + seen call
@@ -32,7 +32,7 @@ import statistics
 from . import timers
 
 # The noise of one pair request against its twin, beyond what the null request prices: a round
-# trip, a set's placement, outputs sent back, and on a host clock a thread pool waking.
+# trip, a set's placement, an output sent back, and on a host clock a thread pool waking.
 PAIR_FLOOR_S = {"cuda": 0.25e-3, "cpu": 2e-3}
 PAIR_JITTER = 0.25
 # The most the control's two reps may exceed two units by (its first rep's price), in units. On

@@ -24,10 +24,10 @@ NULL_TIMING_REPS = 64   # reps of a null timing request (a rep's own cost, avera
 REHEARSALS = 6          # untimed whole reps a CUDA timing request runs first (the worker's _Reps.REHEARSALS)
 LOOP_CALLS = (10, 2000)   # null loops priced at the shortest and the longest loop the judge runs
 # Pair requests that move up to CLOCKED_MAX_BYTES (checks/timers.py) get a null pair request
-# (checks/pair_clock.py): the set carried in, and the first output on each of its two sets sent
-# back. On an 80 GB H100, level 1 problem 55's pair requests (a 1 GiB set in, two 2 GiB outputs
-# out) read 1.9 s by the judge's clock beside 3.8 ms calls.
-PAIR_OUTPUTS = 2   # outputs a pair request's reply carries: its unseen rep's, its seen rep's
+# (checks/pair_clock.py): the set carried in, and its rep's output sent back. On an 80 GB H100,
+# level 1 problem 55's pair requests (a 1 GiB set in, two 2 GiB outputs out, when the seen rep's
+# came back too) read 1.9 s by the judge's clock beside 3.8 ms calls.
+PAIR_OUTPUTS = 1   # outputs a pair request's reply carries: its carried set's (worker/serve.py)
 
 
 def pair_clocked(carried: list | int, out_nbytes: int) -> bool:
@@ -65,7 +65,7 @@ def null_loop(w, set_id: int, n: int, max_blob) -> dict:
 def null_pair(w, seen: int, values: list, max_blob, lead_ms: float = 0.0) -> dict:
     """A pair request (judge/plan.py, `unseen_pairs`) with the null function in the calls' place:
     a copy of seen set `seen`'s values carried, two reps' own work (each after a spin of `lead_ms`
-    on CUDA, as the candidate's reps), outputs of the call's shape sent back, by the judge's
+    on CUDA, as the candidate's reps), an output of the call's shape sent back, by the judge's
     clocks from its send to its reply, as the candidate's pair requests (spawn.WorkerHandle.clocked);
     the copy released after."""
     layout, blobs = _encode_set(values)

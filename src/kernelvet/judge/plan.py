@@ -311,6 +311,9 @@ class Plan:
         wait_s = clock["max_thread_wait_s"]
         net_s = clock["judge_s"] - (clock.get("main_wait_s") or 0.0)
         self.timed_outputs(msg, () if control else (k,))
+        # the one output the reply owes (worker/serve.py): its carried set's, computed in the request
+        if [int(s) for s in msg.body.get("first_sets") or ()][:len(msg.tensors)].count(k) != 1:
+            ev.unanswered_pairs += 1
         ev.timing = _faults_kept(ev.timing or {}, msg.body)
         if not control:
             ev.unseen_in_place += int(msg.body.get("unseen_in_place") or 0)

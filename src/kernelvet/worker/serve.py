@@ -521,7 +521,9 @@ class Worker:
         code runs in this request (nothing can have been computed from it ahead of its call), then
         one rep on a seen set, under the same conditions. Where it runs in the seen set's storages,
         the carried set itself is dropped before the call (`_Reps.drop_carried`): no call ever ran
-        in its storage, so a later set landing there meets no pointer a candidate has seen."""
+        in its storage, so a later set landing there meets no pointer a candidate has seen.
+        The reply carries the carried set's output alone: a seen set's right answer is one a
+        worker already holds, so its rep's output would prove nothing the judge does not have."""
         k, seen = int(b["unseen"][0]), int(b["sets"][0])
         self._place_set(k, b["layout"], blobs)
         # `null`: the same request with the null function (and outputs of the call's shape) in the
@@ -535,11 +537,12 @@ class Worker:
         rec.rep(seen, seen=True)
         rec.collect()
         pairs = [[rec.times[0], rec.pairs[0][1]]] if rec.times and rec.pairs else []
+        sent = [k] if k in rec.first else []
         body = {"times_ms": rec.times, "drain_ms": [], "synced_ms": [], "null_drain_ms": [], "order": rec.order,
                 "unseen_pairs": pairs, "non_tensor": rec.non_tensor, "warmup_calls": 0,
-                "first_sets": sorted(rec.first), "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
+                "first_sets": sent, "lead_ms": rec.lead_s * 1e3, "unseen_in_place": rec.in_place,
                 **rec.verdicts()}
-        return "timed", body, [codec.to_blob(rec.first[s], device_ok=True) for s in sorted(rec.first)]
+        return "timed", body, [codec.to_blob(rec.first[s], device_ok=True) for s in sent]
 
     def _do_probe(self, msg):
         """Was the output computed in the caller stream's order? (CUDA)
