@@ -2,6 +2,7 @@
 request durations, where the worker's own pair times say nothing, and the bracket a request's
 duration is read by (spawn.WorkerHandle.clocked)."""
 
+import os
 import time
 
 import torch
@@ -166,3 +167,43 @@ def test_a_clocked_request_leaves_the_judges_own_work_before_it_outside_its_brac
         w.close()
         w.cleanup()
         launcher.close()
+
+
+class _NullWorker:
+    """Answers the null requests of null_prices.trusted; records their types and bodies."""
+    clock_pid = os.getpid()   # the judge's clocks read a process's schedstat: this one's
+
+    def __init__(self):
+        self.asked = []
+
+    def request(self, kind, body=None, blobs=(), max_blob_bytes=None):
+        self.asked.append((kind, body or {}))
+
+    def clocked(self, kind, body, blobs=(), max_blob_bytes=None):
+        self.request(kind, body)
+        return None, {"judge_s": 0.01, "main_wait_s": 0.0}
+
+
+def _asked_for(out_nbytes, set_bytes):
+    from kernelvet.judge import Settings, null_prices
+    w = _NullWorker()
+    prices = null_prices.trusted(w, [1, 2, 3], Settings(), 1 << 40, True, reps=20,
+                                 seen_values=lambda: [torch.empty(1)], out_nbytes=out_nbytes, seen_bytes=set_bytes)
+    timing = [b for kind, b in w.asked if kind == "time" and b.get("null") and "layout" not in b]
+    return sorted(prices), timing
+
+
+def test_a_null_timing_request_is_made_only_where_the_clock_judges_what_it_prices():
+    """A timing request on three sets sends back the first output on each: over 1 GiB, the clock
+    does not judge it, and where the pair requests are too big to be clocked as well, a null
+    timing request (and its three outputs of the call's shape) would price nothing."""
+    from kernelvet.judge import null_prices
+    mib = 1 << 20
+    assert null_prices.timing_priced(3, 300 * mib, pairs_clocked=False)        # 900 MiB back: judged
+    assert not null_prices.timing_priced(3, 400 * mib, pairs_clocked=False)    # 1.2 GiB back
+    assert null_prices.timing_priced(3, 400 * mib, pairs_clocked=True)         # the pairs' unit needs it
+    small = _asked_for(64 * mib, 64 * mib)
+    assert small[0] == ["loops", "pair", "timing"] and len(small[1]) == 1
+    assert _asked_for(400 * mib, 500 * mib)[0] == ["loops", "pair", "timing"]   # pairs 900 MiB: clocked
+    assert _asked_for(400 * mib, 800 * mib) == (["loops"], [])    # 1.2 GiB either way
+    assert _asked_for(6 << 30, 6 << 30) == (["loops"], [])        # a 6 GiB ReLU

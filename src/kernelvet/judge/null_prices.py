@@ -38,6 +38,15 @@ def pair_clocked(carried: list | int, out_nbytes: int) -> bool:
     return carried + PAIR_OUTPUTS * out_nbytes <= CLOCKED_MAX_BYTES
 
 
+def timing_priced(sets: int, out_nbytes: int, pairs_clocked: bool) -> bool:
+    """Whether the judge's clock judges anything a null timing request prices: a timing request on
+    `sets` sets (its reply the first output on each: checks/timers.judged_requests), or the pair
+    requests (`pairs_clocked`: their unit is bounded by the timing request's clock). A big
+    problem's requests move more than the clock can judge: there the null timing request and its
+    outputs of the call's shape (18 GiB back for a 6 GiB ReLU) would price nothing."""
+    return sets * out_nbytes <= CLOCKED_MAX_BYTES or pairs_clocked
+
+
 def null_timing(w, fresh, settings: Settings, reps: int, max_blob, cuda: bool) -> dict:
     """The cost of a timing request and its reps without the candidate: the same request with
     the judge's null function in the call's place (min(reps, NULL_TIMING_REPS) reps, no warm-up),
@@ -80,13 +89,18 @@ def trusted(w, fresh, settings: Settings, max_blob, cuda: bool, reps: int = NULL
             seen_values: Callable[[], list] | None = None, out_nbytes: int = 0,
             seen_bytes: int | None = None) -> dict:
     """The null prices of a worker that holds the reference (its input sets and, from its timing
-    run, outputs of the problem's shape): a null timing request (of the reference's own reps, at
-    most NULL_TIMING_REPS), the shortest and longest null loops, and (given the first seen set's
+    run, outputs of the problem's shape): the shortest and longest null loops, a null timing request
+    (of the reference's own reps, at most NULL_TIMING_REPS) where it prices anything the clock
+    judges (`timing_priced`), and (given the first seen set's
     values, as a function that gets them, and the call's output size) a null pair request. Run
     after the reference's timing and before the candidate is loaded. `seen_bytes`: the set's bytes,
     where known without its values (a set the judge would draw again only to count them)."""
-    prices = {"timing": null_timing(w, fresh, settings, reps, max_blob, cuda),
-              "loops": [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]}
-    if seen_values is not None and pair_clocked(seen_bytes if seen_bytes is not None else seen_values(), out_nbytes):
+    pairs = seen_values is not None and pair_clocked(seen_bytes if seen_bytes is not None else seen_values(),
+                                                     out_nbytes)
+    prices = {}
+    if timing_priced(len(set(fresh)), out_nbytes, pairs):
+        prices["timing"] = null_timing(w, fresh, settings, reps, max_blob, cuda)
+    prices["loops"] = [null_loop(w, fresh[1], n, max_blob) for n in LOOP_CALLS]
+    if pairs:
         prices["pair"] = null_pair(w, fresh[0], seen_values(), max_blob)
     return prices
