@@ -308,6 +308,18 @@ def test_a_pair_reply_without_its_carried_sets_output_fails_caching(launcher, wr
     assert_judge_healthy(launcher)
 
 
+def test_a_pair_reply_that_says_its_call_returned_no_tensor_fails_output_type(launcher, write):
+    """The same reply, saying its call returned something other than a tensor (no output to send):
+    a claim that holds the candidate to output-type's rule, so it is rejected all the same."""
+    text = UNANSWERED_PAIRS.replace('body["first_sets"] = []', 'body["first_sets"], body["non_tensor"] = [], 1')
+    report = vet(_write(write, "no_tensor_pairs", text), "matmul", device="cpu", timeout=120, launcher=launcher)
+    output_type = report.finding(CheckId.OUTPUT_TYPE)
+    assert report.verdict is Verdict.REJECT and output_type.status is Status.FAIL, report.dumps()
+    assert output_type.evidence["timed_not_tensor"] >= 1 and "timed:" in output_type.summary
+    assert "unanswered_pairs" not in report.finding(CheckId.CACHING).evidence
+    assert_judge_healthy(launcher)
+
+
 def test_an_honest_pair_reply_carries_its_carried_sets_output_alone(launcher, write):
     """Each pair and control request sends back one output, verified as its carried set's: none is
     counted unanswered, and the caching check passes."""

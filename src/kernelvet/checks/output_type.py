@@ -1,6 +1,8 @@
 """`output-type`: a plain torch.Tensor (not a subclass, not a wrapper), with real storage, on the
 requested device, with the reference's dtype and shape. Decided from what the worker saw with
-`type(out)` (no method of the object called), and from the bytes the judge rebuilt."""
+`type(out)` (no method of the object called), and from the bytes the judge rebuilt. Timed reps
+are held to it too, by the worker's count of those that returned anything else (a claim: a worker
+that says so to keep an output from the judge fails here, one that keeps it silently `caching`)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,10 @@ def evaluate(ev) -> Finding:
             problems.append(f"{c.phase}: dtype {dtype_name(c.output.dtype)}, expected {dtype_name(ev.dtype)}")
         if c.output is not None and tuple(c.output.shape) != ev.shape:
             problems.append(f"{c.phase}: shape {tuple(c.output.shape)}, expected {ev.shape}")
-    evidence = {"calls_checked": len(observed), "expected": {"dtype": dtype_name(ev.dtype), "shape": list(ev.shape),
+    timed = int((ev.timing or {}).get("non_tensor") or 0)
+    if timed:
+        problems.append(f"timed: {timed} reps returned something other than exactly torch.Tensor")
+    evidence = {"calls_checked": len(observed), "timed_not_tensor": timed, "expected": {"dtype": dtype_name(ev.dtype), "shape": list(ev.shape),
                                                              "device": _device_text(ev.device)}}
     if problems:
         return Finding(CheckId.OUTPUT_TYPE, Status.FAIL, problems[0], {**evidence, "problems": problems[:10]})

@@ -313,8 +313,10 @@ class Plan:
         wait_s = clock["max_thread_wait_s"]
         net_s = clock["judge_s"] - (clock.get("main_wait_s") or 0.0)
         self.timed_outputs(msg, () if control else (k,))
-        # the one output the reply owes (worker/serve.py): its carried set's, computed in the request
-        if [int(s) for s in msg.body.get("first_sets") or ()][:len(msg.tensors)].count(k) != 1:
+        # the one output the reply owes (worker/serve.py): its carried set's, computed in the request,
+        # unless the worker says the call returned no tensor (output-type's, then)
+        sent = [int(s) for s in msg.body.get("first_sets") or ()][:len(msg.tensors)]
+        if sent.count(k) != 1 and not int(msg.body.get("non_tensor") or 0):
             ev.unanswered_pairs += 1
         ev.timing = _faults_kept(ev.timing or {}, msg.body)
         if not control:
