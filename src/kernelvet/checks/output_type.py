@@ -32,8 +32,8 @@ def evaluate(ev) -> Finding:
     timed = int((ev.timing or {}).get("non_tensor") or 0)
     if timed:
         problems.append(f"timed: {timed} reps returned something other than exactly torch.Tensor")
-    evidence = {"calls_checked": len(observed), "timed_not_tensor": timed, "expected": {"dtype": dtype_name(ev.dtype), "shape": list(ev.shape),
-                                                             "device": _device_text(ev.device)}}
+    evidence = {"calls_checked": len(observed), "timed_not_tensor": timed,
+                "expected": {"dtype": dtype_name(ev.dtype), "shape": list(ev.shape), "device": _device_text(ev.device)}}
     if problems:
         return Finding(CheckId.OUTPUT_TYPE, Status.FAIL, problems[0], {**evidence, "problems": problems[:10]})
     return Finding(CheckId.OUTPUT_TYPE, Status.PASS, f"plain {dtype_name(ev.dtype)} tensor of shape {ev.shape} "

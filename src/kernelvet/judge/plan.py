@@ -197,7 +197,9 @@ class Plan:
         t0 = time.monotonic()
         timed_unseen = self.unseen if CheckId.CACHING in on else []
         ev.timing = self.timed_outputs(self.clocked_time(_time_body(self.fresh, self.settings)), ())
-        pairs = bool(timed_unseen) and null_prices.pair_clocked(ev.extra["problem_size"]["input_bytes"], self.out_nbytes)
+        # priced only where the clock judges the timing request, or the pairs it gives a unit to
+        pairs = bool(timed_unseen) and null_prices.pair_clocked(ev.extra["problem_size"]["input_bytes"],
+                                                                self.out_nbytes)
         if CheckId.TIMERS in on and ev.timing.get("times_ms") and \
                 null_prices.timing_priced(len(set(self.fresh)), self.out_nbytes, pairs):
             ev.null_timing = self.null_timing(len(ev.timing["times_ms"]))
