@@ -472,6 +472,26 @@ def test_the_pool_is_woken_before_each_rep_of_a_pair_on_the_cpu():
     assert bool((w.pool_wake == 2).all())
 
 
+def test_a_pair_request_keeps_a_copy_of_its_carried_sets_output_alone():
+    """Its seen set is timed once and its output not sent back: no copy of it is made (a big
+    problem's output is gigabytes of the device), while the carried set's is kept to be sent."""
+    from kernelvet.worker import _Bound
+    from kernelvet.worker.reps import _Reps
+
+    class _W:
+        device, bound, reused_storage = torch.device("cpu"), _Bound(), False
+
+    rec = _Reps(_W())
+    rec.kept = {7}
+    out = torch.ones(4)
+    rec._verify(3, out)
+    rec._verify(7, out)
+    assert list(rec.first) == [7] and rec.first[7] is not out and torch.equal(rec.first[7], out)
+    rec.kept = None   # a timing run: every set's first output kept
+    rec._verify(3, out)
+    assert sorted(rec.first) == [3, 7]
+
+
 def test_each_unseen_pair_carries_the_wait_of_its_own_request():
     ev = _ev("cuda", timing={"times_ms": [0.010] * 30, "mismatches": 0}, unseen_pairs=MEMO)
     _unseen_again(ev, _TimingWorker(_pairs(HONEST), _pairs(HONEST)))   # the control, then the unseen set

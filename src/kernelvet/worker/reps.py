@@ -94,6 +94,9 @@ class _Reps:
         # reused by a later set.
         self.drop_carried = False
         self.first: dict[int, torch.Tensor] = {}
+        # sets whose first output is kept (None: every set's); a set timed once in the request and
+        # not sent back (a pair's seen set) has nothing to keep it for: no copy of its output
+        self.kept: set[int] | None = None
         self.times, self.order = [], []
         self.synced, self.drains = [], []    # drain_rep: events and drain of synchronised reps
         self.null_drains: list[float] = []   # null_rep: the drains of their twins without the call
@@ -331,7 +334,8 @@ class _Reps:
         if type(out) is not torch.Tensor:
             self.non_tensor += 1
         elif s not in self.first:
-            self.first[s] = bound.clone(out)
+            if self.kept is None or s in self.kept:
+                self.first[s] = bound.clone(out)
         elif out.shape != self.first[s].shape or out.dtype != self.first[s].dtype:
             self.shape_mismatches += 1
         else:

@@ -531,6 +531,7 @@ class Worker:
         rec = _Reps(self, sync_every=2, lead_s=float(b.get("lead_ms", 0.0)) / 1e3,
                     null_like=self.timed_like if b.get("null") else None, saved_on_host=bool(b.get("copies_on_host")))
         rec.wake_pool = rec.drop_carried = True
+        rec.kept = {k}   # the reply's one output (a seen rep's is checked by nothing here)
         # The unseen values run in the seen set's storages (see _Reps._place): a plan or graph keyed
         # on pointers replays there, as on seen values, while an answer remembered by value misses.
         rec.rep(k, seen=False, at=seen)
